@@ -1,0 +1,54 @@
+# Every target creates the virtualenv and installs what it needs, so a fresh clone
+# only ever needs `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+DEMO_DIR  := demo-crawl
+DEMO_PORT_FILE := $(DEMO_DIR)/.port
+
+.PHONY: help install demo test lint bench clean
+
+help:
+	@echo "make demo   - install, serve examples/site on 127.0.0.1, crawl it 3 rounds, print stats"
+	@echo "make test   - install and run the test suite"
+	@echo "make lint   - ruff"
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	@rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
+	@$(BIN)/python -m crawler.devserver --root examples/site --host 127.0.0.1 --port 0 \
+	    --port-file $(DEMO_PORT_FILE) & echo $$! > $(DEMO_DIR)/.server.pid; \
+	for i in $$(seq 1 100); do [ -f $(DEMO_PORT_FILE) ] && break; sleep 0.1; done; \
+	port=$$(cat $(DEMO_PORT_FILE)); \
+	sed "s/@PORT@/$$port/" examples/seeds.txt.in > $(DEMO_DIR)/seeds.txt; \
+	echo "serving examples/site at http://127.0.0.1:$$port/"; \
+	$(BIN)/crawler crawl --seeds $(DEMO_DIR)/seeds.txt --rounds 3 \
+	    -D crawl_dir=$(DEMO_DIR) -D http.allow_private_networks=true -D fetcher.min_delay=0 \
+	    -D log.format=console -D log.level=warning > $(DEMO_DIR)/segments.txt; \
+	status=$$?; kill $$(cat $(DEMO_DIR)/.server.pid); \
+	[ $$status -eq 0 ] || exit $$status; \
+	echo; echo "== crawl database ($(DEMO_DIR)/webdb) =="; \
+	$(BIN)/crawler readdb --stats -D crawl_dir=$(DEMO_DIR); \
+	echo; echo "== segments =="; cat $(DEMO_DIR)/segments.txt; \
+	echo; echo "Try: $(BIN)/crawler readdb --dump -D crawl_dir=$(DEMO_DIR) | head"; \
+	echo "     $(BIN)/crawler readseg --dump $$(tail -n1 $(DEMO_DIR)/segments.txt) -D crawl_dir=$(DEMO_DIR) | head -c 600"
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check crawler tests bench
+
+bench: $(STAMP)
+	@for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f; done
+
+clean:
+	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache .ruff_cache

@@ -1,0 +1,3 @@
+from crawler.cli import main
+
+raise SystemExit(main())

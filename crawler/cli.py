@@ -1,0 +1,124 @@
+"""The ``crawler`` command line: argument parsing, config loading, and the exit-code contract.
+
+stdout carries only results; logs go to stderr. A failing command prints one
+plain line on stderr and exits non-zero (2 for bad config or arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from crawler.config import CrawlerConfig, load_config
+from crawler.errors import CrawlerError, UsageError
+from crawler.log import configure_logging
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message if self.prog == "crawler" else f"{self.prog.removeprefix('crawler ')}: {message}")
+
+
+def _common(parser: argparse.ArgumentParser, dest_suffix: str) -> None:
+    # Accepted before or after the subcommand: each level keeps its own list, merged later.
+    parser.add_argument("-c", "--config", dest=f"config{dest_suffix}", default=None, metavar="FILE",
+                        help="config file (default ./config.yaml if present)")
+    parser.add_argument("-D", dest=f"defines{dest_suffix}", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config key, e.g. -D fetcher.concurrency=64")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="crawler", description="A Nutch-style web crawler.")
+    _common(parser, "")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def add(name: str, handler: str, help_: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=help_)
+        _common(p, "_sub")
+        p.set_defaults(handler=handler)
+        return p
+
+    p = add("inject", "cycle:cmd_inject", "add seed URLs to the crawl database")
+    p.add_argument("path", help="seed file, or folder of seed files (one URL per line)")
+    p = add("generate", "cycle:cmd_generate", "select due URLs into a new segment; prints its path")
+    p.add_argument("--top-n", type=int, default=None)
+    p.add_argument("--partitions", type=int, default=None)
+    p = add("fetch", "cycle:cmd_fetch", "fetch (and parse) a segment")
+    p.add_argument("segment")
+    p.add_argument("--partition", type=int, action="append", default=None)
+    p = add("parse", "cycle:cmd_parse", "re-parse a fetched segment from its content")
+    p.add_argument("segment")
+    p = add("updatedb", "cycle:cmd_updatedb", "merge fetched segments into the crawl database")
+    p.add_argument("segments", nargs="+")
+    for name, help_ in (("invertlinks", "build the link database from segments"),
+                        ("updatesegs", "write scores and anchors back into segments")):
+        p = add(name, "cycle:cmd_not_yet", help_)
+        p.add_argument("segments", nargs="+")
+    add("dedup", "cycle:cmd_not_yet", "mark pages whose content digest repeats")
+    p = add("crawl", "cycle:cmd_crawl", "inject, then N rounds of generate/fetch/updatedb")
+    p.add_argument("--seeds", default=None)
+    p.add_argument("--rounds", type=int, required=True)
+    p.add_argument("--top-n", type=int, default=None)
+    add("daemon", "cycle:cmd_not_yet", "run the crawl cycle as a long-running service")
+
+    p = add("readdb", "inspect:cmd_readdb", "read the crawl database")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--stats", action="store_true")
+    mode.add_argument("--dump", action="store_true")
+    mode.add_argument("--url")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--format", choices=["jsonl", "parquet"], default="jsonl")
+    p.add_argument("--out", default=None)
+    p = add("readseg", "inspect:cmd_readseg", "read segments")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--list", action="store_true")
+    mode.add_argument("--dump", metavar="SEGMENT")
+    mode.add_argument("--get", nargs=2, metavar=("SEGMENT", "URL"))
+    p.add_argument("--format", choices=["jsonl"], default="jsonl")
+    p = add("readlinkdb", "cycle:cmd_not_yet", "read the link database")
+    p.add_argument("--url")
+    p.add_argument("--dump", action="store_true")
+
+    p = add("parse-check", "checks:cmd_parse_check", "show how a page is parsed")
+    p.add_argument("target", help="URL to fetch, or FILE with --base")
+    p.add_argument("--base", default=None)
+    p.add_argument("--content-type", default=None)
+    p = add("robots-check", "checks:cmd_robots_check", "check URLs against a robots.txt file")
+    p.add_argument("robots_file")
+    p.add_argument("urls_file")
+    p.add_argument("--agent", required=True)
+    p = add("normalize-check", "checks:cmd_normalize_check", "normalize URLs read from stdin")
+    p.add_argument("--base", default=None)
+    return parser
+
+
+def _resolve(target: str) -> Callable[[CrawlerConfig, Any], int]:
+    # Imported on use, so `normalize-check` does not pay for DuckDB and aiohttp imports.
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(f"crawler.commands.{module}"), name)
+
+
+def _load(args: argparse.Namespace) -> CrawlerConfig:
+    path = args.config_sub or args.config
+    return load_config(path, [*args.defines, *args.defines_sub])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        cfg = _load(args)
+        configure_logging(cfg.log)
+        return _resolve(args.handler)(cfg, args)
+    except CrawlerError as exc:
+        print(f"crawler: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("crawler: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `crawler readdb --dump | head` is normal use, not an error.
+        sys.stderr.close()
+        return 0

@@ -1,0 +1,114 @@
+"""The three checkers a user runs to see why a page was or was not crawled (DESIGN 6)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import uvloop
+
+from crawler.config import CrawlerConfig
+from crawler.errors import CrawlerError, FetchError, UsageError
+from crawler.fetcher.robots import parse_robots
+from crawler.parsers.base import ParseResult
+from crawler.parsers.dispatch import ParserDispatch, mime_of, sniff
+from crawler.protocols.base import PROTOCOLS, Response
+from crawler.urls.normalize import InvalidUrl, normalize
+
+
+def _read(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror or exc}") from exc
+
+
+def _parse_json(parse: ParseResult, content_type: str | None) -> dict:
+    return {
+        "title": parse.title,
+        "text": parse.text,
+        "outlinks": [{"url": o.url, "anchor": o.anchor} for o in parse.outlinks],
+        "robots": {"noindex": parse.noindex, "nofollow": parse.nofollow},
+        "canonical": parse.canonical,
+        "refresh": parse.refresh,
+        "content_type": content_type,
+        "status": parse.status,
+        "metadata": parse.metadata,
+    }
+
+
+async def _fetch_following(cfg: CrawlerConfig, url: str) -> Response:
+    protocol = PROTOCOLS.load(url.split(":", 1)[0])(cfg)
+    try:
+        for _ in range(cfg.http.max_redirects + 1):
+            response = await protocol.fetch(url)
+            location = response.header("Location")
+            if response.status not in (301, 302, 303, 307, 308) or not location:
+                return response
+            url = normalize(location, base=url)
+        return response
+    finally:
+        await protocol.aclose()
+
+
+def cmd_parse_check(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
+    dispatch = ParserDispatch(cfg)
+    if args.base is not None:
+        try:
+            base = normalize(args.base)
+        except InvalidUrl as exc:
+            raise UsageError(f"--base {args.base!r}: {exc}") from exc
+        body = _read(args.target)
+        content_type = args.content_type
+    else:
+        try:
+            base = normalize(args.target)
+        except InvalidUrl as exc:
+            raise UsageError(f"{args.target!r}: {exc}") from exc
+        try:
+            response = uvloop.run(_fetch_following(cfg, base))
+        except FetchError as exc:
+            raise CrawlerError(f"parse-check: {base}: {exc.kind}: {exc}") from exc
+        body, base, content_type = response.body, response.url, response.header("Content-Type")
+    if content_type is None:
+        content_type = sniff(body)
+    parse = dispatch.parse(body, base, content_type)
+    shown_type = mime_of(content_type) or None
+    print(json.dumps(_parse_json(parse, shown_type), ensure_ascii=False))
+    return 0
+
+
+def cmd_robots_check(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
+    rules = parse_robots(_read(args.robots_file))
+    lines = _read(args.urls_file).decode("utf-8", errors="replace").splitlines()
+    out = []
+    for line in lines:
+        url = line.strip()
+        if not url:
+            continue
+        out.append(f"{'allowed' if rules.allowed(url, args.agent) else 'denied'}\t{url}")
+    if out:
+        print("\n".join(out))
+    return 0
+
+
+def cmd_normalize_check(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
+    base = args.base
+    if base is not None:
+        try:
+            base = normalize(base)
+        except InvalidUrl as exc:
+            raise UsageError(f"--base {args.base!r}: {exc}") from exc
+    write = sys.stdout.write
+    for raw in sys.stdin:
+        line = raw.rstrip("\r\n")
+        try:
+            if not line.strip() and base is None:
+                raise InvalidUrl("empty URL")
+            write(normalize(line, base=base) + "\n")
+        except InvalidUrl as exc:
+            write(f"! {exc}\n")
+    sys.stdout.flush()
+    return 0

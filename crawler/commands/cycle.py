@@ -1,0 +1,102 @@
+"""inject, generate, fetch, parse, updatedb and crawl: the steps of the Nutch cycle."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import uvloop
+
+from crawler.config import CrawlerConfig, with_overrides
+from crawler.errors import CrawlerError, SegmentError, UsageError
+from crawler.fetcher.service import fetch_segment
+from crawler.jobs.generate import generate
+from crawler.jobs.inject import inject
+from crawler.jobs.updatedb import updatedb
+from crawler.log import get_logger
+from crawler.segments.layout import Segment, list_segments, open_segment
+from crawler.webdb.store import VersionedStore
+
+
+def segments_dir(cfg: CrawlerConfig) -> Path:
+    return cfg.crawl_path / "segments"
+
+
+def cmd_inject(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
+    inject(cfg, Path(args.path), get_logger(command="inject"))
+    return 0
+
+
+def _generate(cfg: CrawlerConfig, top_n: int | None, partitions: int | None) -> Segment | None:
+    fields = {k: v for k, v in (("top_n", top_n), ("partitions", partitions)) if v is not None}
+    for key, value in fields.items():
+        if value < 1:
+            raise UsageError(f"--{key.replace('_', '-')} must be at least 1, got {value}")
+    if fields:
+        cfg = with_overrides(cfg, generate=fields)
+    return generate(cfg, get_logger(command="generate")).segment
+
+
+def cmd_generate(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
+    segment = _generate(cfg, args.top_n, args.partitions)
+    if segment is not None:
+        print(segment.path, flush=True)
+    return 0
+
+
+def _fetch(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None = None) -> None:
+    uvloop.run(fetch_segment(cfg, segment, get_logger(command="fetch"), partitions))
+
+
+def cmd_fetch(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
+    _fetch(cfg, open_segment(args.segment), args.partition)
+    return 0
+
+
+def cmd_parse(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
+    raise CrawlerError("parse: re-parsing a segment from its content arrives with 'Parsers in depth'; "
+                       "fetch parses already unless fetcher.parse is false")
+
+
+def cmd_updatedb(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
+    updatedb(cfg, [open_segment(s) for s in args.segments], get_logger(command="updatedb"))
+    return 0
+
+
+def cmd_not_yet(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
+    raise CrawlerError(f"{args.command}: not implemented yet")
+
+
+def unfinished_segments(cfg: CrawlerConfig) -> list[Segment]:
+    """Segments generated but not yet merged into the live webdb, oldest first."""
+    version = VersionedStore(cfg.crawl_path / "webdb").current()
+    merged = set(version.merged_segments) if version else set()
+    return [s for s in list_segments(segments_dir(cfg)) if s.is_done("fetchlist") and s.name not in merged]
+
+
+def cmd_crawl(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
+    log = get_logger(command="crawl")
+    if args.rounds < 0:
+        raise UsageError(f"--rounds must be 0 or more, got {args.rounds}")
+    if args.seeds:
+        inject(cfg, Path(args.seeds), log)
+    # A crash leaves segments generated or half fetched: finish them before generating anew.
+    for segment in unfinished_segments(cfg):
+        log.info("crawl.resume", segment=segment.name, state=segment.state)
+        if not segment.is_done("fetcher"):
+            _fetch(cfg, segment)
+        updatedb(cfg, [segment], log)
+    for round_no in range(1, args.rounds + 1):
+        segment = _generate(cfg, args.top_n, None)
+        if segment is None:
+            log.info("crawl.done", rounds=round_no - 1, reason="nothing due")
+            break
+        print(segment.path, flush=True)
+        _fetch(cfg, segment)
+        if not segment.is_done("fetcher"):
+            raise SegmentError(f"{segment.path}: fetch did not complete")
+        updatedb(cfg, [segment], log)
+        log.info("crawl.round", round=round_no, segment=segment.name)
+    else:
+        log.info("crawl.done", rounds=args.rounds, reason="rounds done")
+    return 0

@@ -1,0 +1,88 @@
+"""The crawler's exceptions, one tree.
+
+::
+
+    CrawlerError
+    ├── ConfigError          bad config file, key, value or -D override (exit 2)
+    ├── UsageError           bad command-line arguments (exit 2)
+    ├── PluginError
+    │   └── PluginNotFound   no plugin registered under that name / scheme / type
+    ├── FetchError(url)      raised inside protocols only; the worker turns it into a status
+    │   ├── DnsError
+    │   ├── ConnectError
+    │   ├── FetchTimeout     (also a TimeoutError)
+    │   ├── BlockedAddress   private / loopback / link-local address refused
+    │   └── ProtocolViolation
+    └── StorageError
+        ├── WebDbError       webdb missing, locked or unreadable
+        └── SegmentError     segment missing or a part unreadable (names the file)
+
+Per-URL outcomes are data (a fetch status), never exceptions; these are for the
+boundaries and for infrastructure failures.
+"""
+
+from __future__ import annotations
+
+
+class CrawlerError(Exception):
+    """Base of every error the crawler raises on purpose."""
+
+    exit_code = 1
+
+
+class ConfigError(CrawlerError):
+    exit_code = 2
+
+
+class UsageError(CrawlerError):
+    exit_code = 2
+
+
+class PluginError(CrawlerError):
+    pass
+
+
+class PluginNotFound(PluginError, LookupError):
+    pass
+
+
+class FetchError(CrawlerError):
+    """A failure to fetch one URL; ``kind`` is the label used in logs, metrics and segment records."""
+
+    kind = "error"
+
+    def __init__(self, message: str, url: str = "") -> None:
+        super().__init__(message)
+        self.url = url
+
+
+class DnsError(FetchError):
+    kind = "dns"
+
+
+class ConnectError(FetchError):
+    kind = "connect"
+
+
+class FetchTimeout(FetchError, TimeoutError):
+    kind = "timeout"
+
+
+class BlockedAddress(FetchError):
+    kind = "blocked_address"
+
+
+class ProtocolViolation(FetchError):
+    kind = "protocol"
+
+
+class StorageError(CrawlerError):
+    pass
+
+
+class WebDbError(StorageError):
+    pass
+
+
+class SegmentError(StorageError):
+    pass

@@ -1,0 +1,1 @@
+"""The fetch service: fetchlist reader -> host queues -> workers -> parse -> segment writers."""

@@ -1,0 +1,33 @@
+"""From an HTTP answer (or a failure) to the fetch status a segment records (DESIGN 6a)."""
+
+from __future__ import annotations
+
+from crawler.models import FetchStatus
+
+_REDIRECTS = {301: FetchStatus.REDIRECT_PERM, 308: FetchStatus.REDIRECT_PERM,
+              302: FetchStatus.REDIRECT_TEMP, 303: FetchStatus.REDIRECT_TEMP, 307: FetchStatus.REDIRECT_TEMP}
+
+
+def status_for_http(code: int, has_location: bool) -> FetchStatus:
+    if 200 <= code < 300:
+        return FetchStatus.SUCCESS
+    if code == 304:
+        return FetchStatus.NOTMODIFIED
+    if code in _REDIRECTS:
+        return _REDIRECTS[code] if has_location else FetchStatus.GONE
+    if code == 429 or 500 <= code < 600:
+        return FetchStatus.RETRY
+    if 300 <= code < 500:
+        return FetchStatus.GONE
+    return FetchStatus.FAILED
+
+
+def status_for_error(kind: str) -> FetchStatus:
+    """Network trouble is worth another try; a refused address or a broken protocol is not."""
+    if kind in ("blocked_address", "unsupported_scheme"):
+        return FetchStatus.FAILED
+    return FetchStatus.RETRY
+
+
+def http_status_class(code: int) -> str:
+    return f"{code // 100}xx"

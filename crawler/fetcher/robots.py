@@ -1,0 +1,101 @@
+"""robots.txt per RFC 9309 through Protego, fetched once per origin and cached.
+
+2xx: parse the first 500 KiB. 4xx (except 429): allow all. 429, 5xx, or no
+answer at all: disallow all for now, and the URLs are retried in a later round
+(the RFC's "unreachable" rule; failing closed is the polite choice). Up to five
+redirects are followed, across hosts too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from protego import Protego
+
+from crawler.errors import FetchError
+from crawler.protocols.base import Protocol
+from crawler.urls.normalize import InvalidUrl, normalize
+
+MAX_ROBOTS_BYTES = 500 * 1024
+MAX_ROBOTS_REDIRECTS = 5
+
+
+@dataclass(slots=True)
+class RobotsRules:
+    parser: Protego | None = None
+    unavailable: bool = False  # 429/5xx/unreachable: deny all, retry later
+    reason: str = ""
+
+    def allowed(self, url: str, agent: str) -> bool:
+        if self.unavailable:
+            return False
+        if self.parser is None:
+            return True
+        return self.parser.can_fetch(url, agent)
+
+    def crawl_delay(self, agent: str) -> float | None:
+        if self.parser is None:
+            return None
+        delay = self.parser.crawl_delay(agent)
+        return float(delay) if delay is not None else None
+
+
+def parse_robots(body: bytes) -> RobotsRules:
+    text = body[:MAX_ROBOTS_BYTES].decode("utf-8", errors="replace")
+    try:
+        return RobotsRules(parser=Protego.parse(text), reason="parsed")
+    except Exception as exc:  # noqa: BLE001 - a robots file we cannot read must not stop the host
+        return RobotsRules(reason=f"unparsable robots.txt, allowing all ({exc.__class__.__name__})")
+
+
+def origin_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+class RobotsCache:
+    """One in-flight fetch per origin; later callers await the same future."""
+
+    def __init__(self, protocol_for: Callable[[str], Protocol], max_entries: int = 50_000) -> None:
+        self.protocol_for = protocol_for
+        self.max_entries = max_entries
+        self._cache: OrderedDict[str, asyncio.Future[RobotsRules]] = OrderedDict()
+
+    async def rules_for(self, url: str) -> RobotsRules:
+        origin = origin_of(url)
+        future = self._cache.get(origin)
+        if future is None:
+            future = asyncio.ensure_future(self._fetch(origin))
+            self._cache[origin] = future
+            while len(self._cache) > self.max_entries:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(origin)
+        return await asyncio.shield(future)
+
+    async def _fetch(self, origin: str) -> RobotsRules:
+        target = origin + "/robots.txt"
+        for _ in range(MAX_ROBOTS_REDIRECTS + 1):
+            try:
+                protocol = self.protocol_for(target)
+                response = await protocol.fetch(target)
+            except FetchError as exc:
+                return RobotsRules(unavailable=True, reason=f"robots.txt unreachable: {exc.kind}")
+            status = response.status
+            if 200 <= status < 300:
+                return parse_robots(response.body)
+            if status in (301, 302, 303, 307, 308):
+                location = response.header("Location")
+                try:
+                    target = normalize(location or "", base=target)
+                except InvalidUrl:
+                    return RobotsRules(reason=f"robots.txt redirect to an invalid URL ({status}), allowing all")
+                continue
+            if status == 429 or status >= 500:
+                return RobotsRules(unavailable=True, reason=f"robots.txt answered {status}")
+            return RobotsRules(reason=f"robots.txt answered {status}, allowing all")
+        return RobotsRules(reason="robots.txt redirects too often, allowing all")

@@ -1,0 +1,1 @@
+"""Batch jobs over the crawl database and segments, as DuckDB SQL over Parquet."""

@@ -1,0 +1,115 @@
+"""generate: pick the best due URLs into a new segment's fetchlist, partitioned by host.
+
+A page is due when its ``next_fetch`` has passed (gone pages are due again after
+``db.max_interval``) and it is not a duplicate. URLs already handed out in a
+fetchlist that no webdb version has merged yet are left out, so overlapping
+rounds (a generate while the last segment is still being fetched) never fetch
+a URL twice. The best ``generate.top_n`` by score are taken, at most
+``generate.max_per_host`` from one host.
+
+Each host lands in exactly one partition (first 8 bytes of MD5(host) mod
+``generate.partitions``, computed in SQL the same way as
+``segments.layout.partition_of``), so one fetch process owns a host and its
+politeness. Within a part the hosts are interleaved (every host's best URL,
+then every host's second...), so a fetcher reading the part in order keeps
+many hosts busy instead of queueing one host's thousand URLs first.
+
+Only the live webdb version is read (CURRENT names a complete one), so no lock
+is needed; the fetchlist becomes usable when ``fetchlist/_SUCCESS`` exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from crawler.config import CrawlerConfig
+from crawler.errors import StorageError
+from crawler.fsutil import remove_tree
+from crawler.jobs.engine import connect, copy_to_parquet, parquet_source, typed_columns, utc_naive
+from crawler.models import FETCHLIST, PAGES, DbStatus
+from crawler.segments.layout import Segment, create_segment, list_segments, part_name
+from crawler.webdb.store import VersionedStore
+
+import duckdb
+
+
+@dataclass
+class GenerateReport:
+    segment: Segment | None
+    selected: int
+    partitions: int
+
+
+def partition_sql(host: str, partitions: int) -> str:
+    """SQL for a host's partition: first 8 bytes of MD5(host), unsigned big-endian, mod ``partitions``."""
+    return f"CAST((('0x' || substr(md5({host}), 1, 16))::UBIGINT) % {int(partitions)} AS INTEGER)"
+
+
+def pending_fetchlists(segments_dir: Path, merged: list[str]) -> list[Path]:
+    """Fetchlist parts of finished generates whose segment the live version has not merged yet."""
+    done = set(merged)
+    parts: list[Path] = []
+    for seg in list_segments(segments_dir):
+        if seg.name not in done and seg.is_done("fetchlist"):
+            parts.extend(seg.parts("fetchlist"))
+    return parts
+
+
+def generate(cfg: CrawlerConfig, log: Any, now: datetime | None = None) -> GenerateReport:
+    store = VersionedStore(cfg.crawl_path / "webdb")
+    version = store.require_current()
+    segments_dir = cfg.crawl_path / "segments"
+    gen = cfg.generate
+    con = connect(cfg.jobs)
+    try:
+        pages = parquet_source(sorted((version.path / "pages").glob("*.parquet")), PAGES)
+        handed_out = parquet_source(pending_fetchlists(segments_dir, version.merged_segments), FETCHLIST)
+        per_host = f"WHERE host_rank <= {int(gen.max_per_host)}" if gen.max_per_host else ""
+        con.execute(
+            f"""CREATE TEMP TABLE selected AS
+            WITH due AS (
+                SELECT p.* FROM {pages} p
+                WHERE p.next_fetch <= ? AND p.status <> '{DbStatus.DUPLICATE}'
+                  AND NOT EXISTS (SELECT 1 FROM {handed_out} h WHERE h.url = p.url)
+            ),
+            ranked AS (
+                SELECT *, row_number() OVER (PARTITION BY host ORDER BY score DESC, url) AS host_rank FROM due
+            ),
+            top AS (
+                SELECT * FROM ranked {per_host} ORDER BY score DESC, url LIMIT {int(gen.top_n)}
+            )
+            SELECT *, {partition_sql("host", gen.partitions)} AS partition,
+                   status AS db_status, md5(host) AS host_hash,
+                   row_number() OVER (PARTITION BY host ORDER BY score DESC, url) AS turn
+            FROM top""",
+            [utc_naive(now)],
+        )
+        selected = con.execute("SELECT count(*) FROM selected").fetchone()[0]
+        if not selected:
+            log.info("generate.empty", version=version.number)
+            return GenerateReport(None, 0, 0)
+        used = [row[0] for row in con.execute("SELECT DISTINCT partition FROM selected ORDER BY 1").fetchall()]
+        segment = create_segment(segments_dir)
+        try:
+            folder = segment.dir("fetchlist")
+            folder.mkdir()
+            for p in used:
+                copy_to_parquet(
+                    con,
+                    f"SELECT {typed_columns(FETCHLIST)} FROM selected WHERE partition = {int(p)}"
+                    " ORDER BY turn, host_hash, url",
+                    folder / part_name(p),
+                )
+            segment.mark_done("fetchlist")
+        except BaseException:
+            remove_tree(segment.path)
+            raise
+    except duckdb.Error as exc:
+        raise StorageError(f"generate: {str(exc).splitlines()[0]}") from exc
+    finally:
+        con.close()
+    log.info("generate.done", segment=str(segment.path), selected=selected, partitions=len(used))
+    return GenerateReport(segment, selected, len(used))

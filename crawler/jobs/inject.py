@@ -1,0 +1,139 @@
+"""inject: add seed URLs to the crawl database, as new ``unfetched`` pages due now.
+
+Seeds are a file or a folder of files with one URL per line (``#`` comments and
+blank lines skipped). Every URL is normalized; a line that is not a valid URL is
+reported with its file and line number and skipped, so one typo loses nothing
+else. A URL the webdb already knows keeps all its state: injecting the same
+seeds again (as ``crawl`` does after a crash) changes nothing.
+
+The live version is never rewritten: its part files are immutable, so the next
+version hard-links them and adds one part with the new pages (an anti-join of
+the seeds against the live pages, in SQL). updatedb later rewrites the pages
+into one sorted part.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from crawler.config import CrawlerConfig
+from crawler.errors import UsageError
+from crawler.jobs.engine import connect, copy_to_parquet, parquet_source, typed_columns, utc_naive
+from crawler.models import LINKS, PAGES, DbStatus
+from crawler.segments.layout import part_name
+from crawler.urls.normalize import InvalidUrl, host_of, normalize
+from crawler.webdb.store import Version, VersionedStore
+
+
+@dataclass
+class InjectReport:
+    injected: int
+    known: int
+    rejected: int
+    version: int
+
+
+def seed_files(path: Path) -> list[Path]:
+    """``path`` itself, or the regular, non-hidden files directly inside it, sorted by name."""
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        return sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+    raise UsageError(f"{path}: no such seed file or folder")
+
+
+def read_seeds(path: Path, log: Any) -> tuple[dict[str, str], int]:
+    """Normalized seed URLs (url -> host, first occurrence wins) and the number of rejected lines."""
+    seeds: dict[str, str] = {}
+    rejected = 0
+    for file in seed_files(path):
+        with open(file, encoding="utf-8", errors="replace") as fh:
+            for number, raw in enumerate(fh, start=1):
+                line = raw.strip()
+                if not line or line.startswith("#"):
+                    continue
+                try:
+                    url = normalize(line)
+                except InvalidUrl as exc:
+                    rejected += 1
+                    log.warning("inject.rejected", file=str(file), line=number, url=line, reason=str(exc))
+                    continue
+                if url not in seeds:
+                    seeds[url] = host_of(url)
+    return seeds, rejected
+
+
+def link_parts(source: Path, dest: Path) -> list[Path]:
+    """Hard-link (else copy) the Parquet parts of ``source`` into ``dest``: versions are immutable."""
+    dest.mkdir(parents=True, exist_ok=True)
+    linked = []
+    for part in sorted(source.glob("*.parquet")):
+        target = dest / part.name
+        try:
+            os.link(part, target)
+        except OSError:
+            shutil.copyfile(part, target)
+        linked.append(target)
+    return linked
+
+
+def inject(cfg: CrawlerConfig, path: Path, log: Any) -> InjectReport:
+    path = Path(path)
+    seeds, rejected = read_seeds(path, log)
+    store = VersionedStore(cfg.crawl_path / "webdb")
+    with store.lock():
+        current = store.current()
+        con = connect(cfg.jobs)
+        try:
+            con.register(
+                "seed_arrow",
+                pa.table({"url": list(seeds), "host": list(seeds.values())}, schema=pa.schema(PAGES[:2])),
+            )
+            old_pages = parquet_source(_parts(current, "pages"), PAGES)
+            con.execute(
+                f"""CREATE TEMP TABLE new_pages AS
+                SELECT s.url, s.host, ? AS status, NULL AS fetch_time, ? AS next_fetch, 0 AS retries,
+                       ? AS fetch_interval, 1.0 AS score, NULL AS digest, NULL AS num_outlinks,
+                       NULL AS modified_time, NULL AS etag, NULL AS http_status
+                FROM seed_arrow s
+                WHERE NOT EXISTS (SELECT 1 FROM {old_pages} p WHERE p.url = s.url)""",
+                [DbStatus.UNFETCHED.value, utc_naive(None), float(cfg.db.fetch_interval)],
+            )
+            injected = con.execute("SELECT count(*) FROM new_pages").fetchone()[0]
+            known = len(seeds) - injected
+            if injected == 0 and current is not None:
+                log.info("inject.done", injected=0, known=known, rejected=rejected, version=current.number)
+                return InjectReport(0, known, rejected, current.number)
+            meta = {k: v for k, v in (current.meta if current else {}).items() if k not in ("version", "created")}
+            meta["merged_segments"] = current.merged_segments if current else []
+            with store.new_version(meta) as temp:
+                pages = link_parts(current.path / "pages", temp / "pages") if current else []
+                (temp / "pages").mkdir(exist_ok=True)
+                query = f"SELECT {typed_columns(PAGES)} FROM new_pages ORDER BY url"
+                copy_to_parquet(con, query, temp / "pages" / _free_part_name(temp / "pages", len(pages)))
+                links = link_parts(current.path / "links", temp / "links") if current else []
+                if not links:
+                    copy_to_parquet(con, f"SELECT * FROM {parquet_source([], LINKS)}", temp / "links" / part_name(0))
+            version = store.current()
+        finally:
+            con.close()
+    assert version is not None
+    log.info("inject.done", injected=injected, known=known, rejected=rejected, version=version.number)
+    return InjectReport(injected, known, rejected, version.number)
+
+
+def _parts(version: Version | None, table: str) -> list[Path]:
+    return sorted((version.path / table).glob("*.parquet")) if version else []
+
+
+def _free_part_name(folder: Path, start: int) -> str:
+    n = start
+    while (folder / part_name(n)).exists():
+        n += 1
+    return part_name(n)

@@ -1,0 +1,114 @@
+"""Statuses and the record schemas shared by the fetcher, the segment files and the jobs.
+
+The schemas are the on-disk contract (DESIGN section 2): DuckDB, Spark, pandas
+and Polars read these Parquet columns directly, so change them only by adding
+nullable columns.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import pyarrow as pa
+
+
+class FetchStatus(StrEnum):
+    """What the fetcher writes for one URL (DESIGN 6a)."""
+
+    SUCCESS = "success"
+    NOTMODIFIED = "notmodified"
+    REDIRECT_PERM = "redirect_perm"
+    REDIRECT_TEMP = "redirect_temp"
+    GONE = "gone"
+    ROBOTS_DENIED = "robots_denied"
+    RETRY = "retry"
+    FAILED = "failed"
+
+
+class DbStatus(StrEnum):
+    """A URL's state in the crawl database."""
+
+    UNFETCHED = "unfetched"
+    FETCHED = "fetched"
+    NOTMODIFIED = "notmodified"
+    GONE = "gone"
+    REDIRECT_TEMP = "redirect_temp"
+    REDIRECT_PERM = "redirect_perm"
+    RETRY = "retry"
+    DUPLICATE = "duplicate"
+
+
+class ParseStatus(StrEnum):
+    SUCCESS = "success"
+    FAILED = "failed"
+    UNPARSED = "unparsed"
+
+
+TIMESTAMP = pa.timestamp("ms")  # naive, always UTC: reads the same in DuckDB, Spark and pandas
+
+PAGES = pa.schema(
+    [
+        ("url", pa.string()),
+        ("host", pa.string()),
+        ("status", pa.string()),
+        ("fetch_time", TIMESTAMP),
+        ("next_fetch", TIMESTAMP),
+        ("retries", pa.int32()),
+        ("fetch_interval", pa.float64()),
+        ("score", pa.float64()),
+        ("digest", pa.string()),
+        ("num_outlinks", pa.int32()),
+        ("modified_time", TIMESTAMP),
+        ("etag", pa.string()),
+        ("http_status", pa.int32()),
+    ]
+)
+
+LINKS = pa.schema([("from_url", pa.string()), ("to_url", pa.string()), ("anchor", pa.string())])
+
+FETCHLIST = pa.schema(
+    [
+        ("url", pa.string()),
+        ("host", pa.string()),
+        ("partition", pa.int32()),
+        ("score", pa.float64()),
+        ("db_status", pa.string()),
+        ("retries", pa.int32()),
+        ("fetch_time", TIMESTAMP),
+        ("modified_time", TIMESTAMP),
+        ("etag", pa.string()),
+    ]
+)
+
+FETCHER = pa.schema(
+    [
+        ("url", pa.string()),
+        ("host", pa.string()),
+        ("status", pa.string()),
+        ("http_status", pa.int32()),
+        ("reason", pa.string()),
+        ("fetch_time", TIMESTAMP),
+        ("elapsed_ms", pa.int32()),
+        ("content_type", pa.string()),
+        ("content_length", pa.int64()),
+        ("truncated", pa.bool_()),
+        ("digest", pa.string()),
+        ("redirect_url", pa.string()),
+        ("last_modified", pa.string()),
+        ("etag", pa.string()),
+    ]
+)
+
+OUTLINK = pa.struct([("url", pa.string()), ("anchor", pa.string())])
+
+PARSE_TEXT = pa.schema([("url", pa.string()), ("text", pa.string())])
+
+PARSE_DATA = pa.schema(
+    [
+        ("url", pa.string()),
+        ("parse_status", pa.string()),
+        ("title", pa.string()),
+        ("outlinks", pa.list_(OUTLINK)),
+        ("metadata", pa.map_(pa.string(), pa.string())),
+    ]
+)

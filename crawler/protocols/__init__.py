@@ -1,0 +1,1 @@
+"""Protocol plugins, registered by URL scheme."""

@@ -1,0 +1,53 @@
+"""The protocol plugin interface and the response it returns."""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass, field
+
+from crawler.config import CrawlerConfig
+from crawler.plugins import Registry
+
+PROTOCOLS = Registry(
+    "crawler.protocols",
+    {
+        "http": "crawler.protocols.http:HttpProtocol",
+        "https": "crawler.protocols.http:HttpProtocol",
+    },
+)
+
+
+@dataclass(slots=True)
+class Response:
+    """One response as served: the raw body for the archive, the decoded body for parsers."""
+
+    url: str
+    status: int
+    reason: str
+    headers: list[tuple[str, str]]
+    raw_body: bytes
+    body: bytes
+    truncated: bool = False
+    http_version: str = "1.1"
+    request_headers: list[tuple[str, str]] = field(default_factory=list)
+    peer_ip: str | None = None
+    elapsed: float = 0.0
+
+    def header(self, name: str) -> str | None:
+        lower = name.lower()
+        for key, value in self.headers:
+            if key.lower() == lower:
+                return value
+        return None
+
+
+class Protocol(typing.Protocol):
+    """Fetches one URL without following redirects; raises crawler.errors.FetchError on failure."""
+
+    async def fetch(self, url: str, extra_headers: dict[str, str] | None = None) -> Response: ...
+
+    async def aclose(self) -> None: ...
+
+
+class ProtocolFactory(typing.Protocol):
+    def __call__(self, cfg: CrawlerConfig) -> Protocol: ...

@@ -1,0 +1,1 @@
+"""URL handling: normalization of seeds, outlinks and redirect targets."""

@@ -1,0 +1,452 @@
+from __future__ import annotations
+
+from html import escape
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crawler.parsers import html as html_module
+from crawler.parsers.base import Outlink, Parser, ParseResult
+from crawler.parsers.html import HtmlParser, collapse_ws
+from crawler.urls.normalize import normalize
+
+PAGE = "http://example.com/dir/sub/page.html"
+
+
+def parse(markup: str | bytes, url: str = PAGE, content_type: str | None = "text/html", **kw) -> ParseResult:
+    body = markup.encode("utf-8") if isinstance(markup, str) else markup
+    return HtmlParser(**kw).parse(body, url, content_type)
+
+
+def urls(res: ParseResult) -> list[str]:
+    return [o.url for o in res.outlinks]
+
+
+def n(url: str) -> str:
+    """The normalized form of an absolute URL, whatever the normalizer's exact rules."""
+    return normalize(url)
+
+
+def test_html_parser_satisfies_parser_protocol():
+    """HtmlParser is usable wherever a Parser is expected."""
+    parser: Parser = HtmlParser()
+    assert isinstance(parser.parse(b"<p>x</p>", PAGE, None), ParseResult)
+
+
+@pytest.mark.parametrize(
+    ("markup", "title", "text"),
+    [
+        ("<title> My \n  Page </title><p>Hello   world</p>", "My Page", "Hello world"),
+        ("<head><script>var a=1;</script><style>p{}</style></head><body>Shown</body>", "", "Shown"),
+        ("<body>a<script>hidden()</script> b<style>.x{}</style> c</body>", "", "a b c"),
+        ("<body><noscript>Enable JS</noscript><template><p>tpl</p></template>ok</body>", "", "ok"),
+        ("<p>wor<b>ld</b>, <a href='/x'>link</a>.</p><p>next</p>", "", "world, link. next"),
+        ("<ul><li>one</li><li>two</li></ul>x<br>y", "", "one two x y"),
+        ("<p>non\u00a0breaking\t\ttabs\r\n</p>", "", "non breaking tabs"),
+        ("<head><noscript><img src=p.gif></noscript><title>T</title></head><body>body</body>", "T", "body"),
+        ("<title>Only title</title>", "Only title", ""),
+    ],
+)
+def test_title_and_visible_text(markup, title, text):
+    """Title is collapsed; text is the visible body text without script/style/noscript/template/head."""
+    res = parse(markup)
+    assert res.status == "success"
+    assert (res.title, res.text) == (title, text)
+
+
+def test_metadata_description_keywords_lang_charset():
+    """Meta description/keywords, html lang and the decoding charset land in metadata."""
+    res = parse(
+        '<html lang="fr-CA"><head><meta name="Description" content="  A  page ">'
+        '<meta name="keywords" content="a, b"><meta name="description" content="second"></head></html>'
+    )
+    assert res.metadata == {"charset": "utf-8", "description": "A page", "keywords": "a, b", "lang": "fr-CA"}
+
+
+@pytest.mark.parametrize(
+    ("markup", "expected"),
+    [
+        ("<a href='/a'>  Click \n <b>here</b> </a>", [("http://example.com/a", "Click here")]),
+        ("<a href='/a'><img src=logo.png alt=' Home '></a>", [("http://example.com/a", "Home")]),
+        ("<map><area href='/m' alt='Region'></map>", [("http://example.com/m", "Region")]),
+        ("<iframe src='/if'>fallback</iframe>", [("http://example.com/if", "")]),
+        (
+            "<frameset><frame src='/f1'><frame src='/f2'></frameset>",
+            [("http://example.com/f1", ""), ("http://example.com/f2", "")],
+        ),
+        (
+            "<link rel='next' href='/p2'><link rel='Alternate' hreflang=de href='/de'>",
+            [("http://example.com/p2", ""), ("http://example.com/de", "")],
+        ),
+        (
+            "<link rel=prev href='/p0'><link rel=stylesheet href='/s.css'><link rel=icon href='/i.ico'>",
+            [("http://example.com/p0", "")],
+        ),
+        ("<link rel='alternate stylesheet' href='/alt.css'><a name='x'>no href</a><img src='/i.png'>", []),
+    ],
+)
+def test_outlinks_and_anchors(markup, expected):
+    """Outlinks come from a/area/frame/iframe/link[rel=alternate|next|prev], in document order, with anchors."""
+    assert [(o.url, o.anchor) for o in parse(markup).outlinks] == [(n(u), a) for u, a in expected]
+
+
+@pytest.mark.parametrize(
+    ("href", "expected"),
+    [
+        ("../x.html", "http://example.com/dir/x.html"),
+        ("../../x.html", "http://example.com/x.html"),
+        ("../../../../x.html", "http://example.com/x.html"),
+        ("./y.html", "http://example.com/dir/sub/y.html"),
+        ("y.html", "http://example.com/dir/sub/y.html"),
+        ("/root.html", "http://example.com/root.html"),
+        ("//other.org/p", "http://other.org/p"),
+        ("?q=1", "http://example.com/dir/sub/page.html?q=1"),
+        ("  \n /spaced.html \t", "http://example.com/spaced.html"),
+        ("https://Secure.Example.com:443/z", "https://secure.example.com/z"),
+    ],
+)
+def test_relative_resolution(href, expected):
+    """Hrefs are trimmed, resolved against the page URL and normalized."""
+    assert urls(parse(f'<a href="{href}">x</a>')) == [n(expected)]
+
+
+@pytest.mark.parametrize(
+    ("base", "href", "expected"),
+    [
+        ("http://cdn.example.org/root/", "a.html", "http://cdn.example.org/root/a.html"),
+        ("/other/", "a.html", "http://example.com/other/a.html"),
+        ("../", "../a.html", "http://example.com/a.html"),
+        ("javascript:void(0)", "a.html", "http://example.com/dir/sub/a.html"),
+        ("", "a.html", "http://example.com/dir/sub/a.html"),
+    ],
+)
+def test_base_href(base, href, expected):
+    """<base href> (itself resolved against the page URL) is the base for links; non-http bases are ignored."""
+    res = parse(f'<head><base href="{base}"></head><a href="{href}">x</a>')
+    assert urls(res) == [n(expected)]
+
+
+def test_base_href_applies_to_canonical_and_refresh():
+    """Canonical and refresh targets resolve against <base href> too."""
+    res = parse(
+        '<base href="http://b.example.net/x/"><link rel=canonical href="c">'
+        '<meta http-equiv=refresh content="0; url=r">'
+    )
+    assert (res.canonical, res.refresh) == (n("http://b.example.net/x/c"), n("http://b.example.net/x/r"))
+
+
+def test_duplicates_keep_first_anchor():
+    """A URL linked twice (even spelled differently) appears once, with its first anchor."""
+    res = parse(
+        "<a href='/a'>first</a><a href='/b'>bee</a><a href='http://EXAMPLE.com/a'>second</a>"
+        "<a href='/a#frag'>third</a><a href='/a'>fourth</a>"
+    )
+    assert res.outlinks == [
+        Outlink(n("http://example.com/a"), "first"),
+        Outlink(n("http://example.com/b"), "bee"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "href",
+    [
+        "javascript:void(0)",
+        "JavaScript:alert(1)",
+        "mailto:a@example.com",
+        "tel:+15551234",
+        "data:text/html,hi",
+    ],
+)
+def test_non_http_schemes_dropped(href):
+    """Links the normalizer rejects (javascript:, mailto:, tel:, data:) are dropped silently."""
+    res = parse(f'<a href="{href}">bad</a><a href="/ok">ok</a>')
+    assert res.status == "success"
+    assert urls(res) == [n("http://example.com/ok")]
+
+
+@pytest.mark.parametrize(
+    ("href", "expected"),
+    [
+        ("/x#section", "http://example.com/x"),
+        ("#top", PAGE),
+        ("other.html?a=1#frag", "http://example.com/dir/sub/other.html?a=1"),
+    ],
+)
+def test_fragments_dropped(href, expected):
+    """Fragments are removed from outlinks."""
+    assert urls(parse(f'<a href="{href}">x</a>')) == [n(expected)]
+
+
+@pytest.mark.parametrize(
+    ("metas", "agent", "noindex", "nofollow"),
+    [
+        ('<meta name="robots" content="noindex">', "", True, False),
+        ('<meta name="robots" content="nofollow">', "", False, True),
+        ('<meta name="ROBOTS" content="NOINDEX, NOFOLLOW">', "", True, True),
+        ('<meta name="robots" content="none">', "", True, True),
+        ('<meta name="robots" content="all">', "", False, False),
+        ('<meta name="robots" content="index,follow">', "", False, False),
+        ('<meta name="mybot" content="nofollow">', "MyBot", False, True),
+        ('<meta name="MyBot" content="none">', "mybot", True, True),
+        ('<meta name="otherbot" content="none">', "mybot", False, False),
+        ('<meta name="robots" content="noindex"><meta name="mybot" content="nofollow">', "mybot", True, True),
+        ('<meta name="robots" content="nofollow"><meta name="robots" content="all">', "", False, True),
+    ],
+)
+def test_meta_robots(metas, agent, noindex, nofollow):
+    """meta robots and agent-specific meta set noindex/nofollow; nofollow empties the outlinks."""
+    res = parse(f"<head>{metas}</head><body>text <a href='/a'>a</a></body>", agent_name=agent)
+    assert (res.noindex, res.nofollow) == (noindex, nofollow)
+    assert urls(res) == ([] if nofollow else [n("http://example.com/a")])
+    assert res.text == "text a"
+
+
+def test_meta_robots_outside_head_still_counts():
+    """A robots meta that the HTML parser moves into <body> is still obeyed."""
+    res = parse(
+        "<head><noscript><img src=x></noscript><meta name=robots content=nofollow></head><a href=/a>a</a>"
+    )
+    assert res.nofollow and res.outlinks == []
+
+
+@pytest.mark.parametrize(
+    ("follow", "expected"),
+    [
+        (False, ["http://example.com/keep"]),
+        (True, ["http://example.com/skip", "http://example.com/keep", "http://example.com/ugc"]),
+    ],
+)
+def test_rel_nofollow_links(follow, expected):
+    """rel=nofollow links are skipped unless follow_nofollow_links is set."""
+    res = parse(
+        "<a href='/skip' rel='NoFollow'>s</a><a href='/keep' rel='noopener'>k</a>"
+        "<a href='/ugc' rel='ugc nofollow'>u</a>",
+        follow_nofollow_links=follow,
+    )
+    assert urls(res) == [n(u) for u in expected]
+
+
+@pytest.mark.parametrize(
+    ("markup", "expected"),
+    [
+        ('<link rel="canonical" href="/canon#x">', "http://example.com/canon"),
+        ('<link rel="Canonical" href="HTTP://Example.COM:80/c">', "http://example.com/c"),
+        ('<link rel="canonical" href="javascript:x">', None),
+        ('<link rel="alternate" href="/alt">', None),
+        ("", None),
+    ],
+)
+def test_canonical(markup, expected):
+    """Canonical is the absolute normalized <link rel=canonical> target, or None."""
+    res = parse(f"<head>{markup}</head>")
+    assert res.canonical == (n(expected) if expected else None)
+
+
+def test_canonical_is_not_an_outlink():
+    """The canonical link is reported separately, not queued as an outlink."""
+    assert parse('<link rel="canonical" href="/canon">').outlinks == []
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("5; url=/x", "http://example.com/x"),
+        ("0;URL='/x?a=1'", "http://example.com/x?a=1"),
+        ('3 , url = "next.html"', "http://example.com/dir/sub/next.html"),
+        ("0; /bare", "http://example.com/bare"),
+        ("1;url=http://other.org/y#f", "http://other.org/y"),
+        ("10", None),
+        ("0; url=javascript:alert(1)", None),
+        ("", None),
+    ],
+)
+def test_meta_refresh(content, expected):
+    """A meta refresh target is parsed tolerantly, made absolute, and also added to the outlinks."""
+    res = parse(f'<head><meta http-equiv="Refresh" content="{escape(content)}"></head><a href="/a">a</a>')
+    assert res.refresh == (n(expected) if expected else None)
+    assert urls(res) == [n("http://example.com/a")] + ([n(expected)] if expected else [])
+
+
+def test_refresh_not_an_outlink_under_nofollow():
+    """Under meta nofollow the refresh target is still reported but not added to the outlinks."""
+    res = parse('<meta name=robots content=nofollow><meta http-equiv=refresh content="0; url=/x">')
+    assert res.refresh == n("http://example.com/x") and res.outlinks == []
+
+
+def test_refresh_target_already_linked_keeps_anchor():
+    """A refresh target that is also a link keeps the link's anchor and position."""
+    res = parse('<meta http-equiv=refresh content="0; url=/x"><a href="/x">go</a>')
+    assert res.outlinks == [Outlink(n("http://example.com/x"), "go")]
+
+
+CAFE = "<html><head>{meta}<title>café</title></head><body>Un café crème</body></html>"
+
+
+@pytest.mark.parametrize(
+    ("meta", "encoding", "content_type", "charset"),
+    [
+        ("", "iso-8859-1", "text/html; charset=ISO-8859-1", "cp1252"),
+        ("", "windows-1252", 'text/html; charset="windows-1252"', "cp1252"),
+        ('<meta charset="windows-1252">', "windows-1252", "text/html", "cp1252"),
+        ("<meta charset=iso-8859-1>", "iso-8859-1", None, "cp1252"),
+        (
+            '<meta http-equiv="Content-Type" content="text/html; charset=iso-8859-15">',
+            "iso-8859-15",
+            None,
+            "iso8859-15",
+        ),
+        ('<meta charset="utf-8">', "utf-8", "text/html; charset=latin1", "cp1252"),
+        ('<meta charset="windows-1252">', "utf-8", "text/html; charset=utf-8", "utf-8"),
+        ("", "utf-8", "text/html", "utf-8"),
+        ('<meta charset="no-such-charset">', "utf-8", "text/html; charset=bogus", "utf-8"),
+        ('<meta charset="rot13">', "utf-8", None, "utf-8"),
+        ('<meta charset="utf-16">', "utf-8", None, "utf-8"),
+    ],
+)
+def test_charset_detection(meta, encoding, content_type, charset):
+    """Charset comes from the header, else a meta tag in the first 2 KB, else UTF-8; unknown names fall back."""
+    body = CAFE.format(meta=meta).encode(encoding)
+    res = parse(body, content_type=content_type)
+    if charset == "cp1252" and encoding == "utf-8":
+        assert res.title == "cafÃ©"  # the header wins over the meta tag, even when it is wrong
+    else:
+        assert (res.title, res.text) == ("café", "Un café crème")
+    assert res.metadata["charset"] == charset
+
+
+def test_iso_8859_1_label_decodes_windows_1252_quotes():
+    """Pages labelled iso-8859-1 are decoded as windows-1252, as browsers do (curly quotes survive)."""
+    res = parse(
+        "<p>\u201cquoted\u201d café</p>".encode("cp1252"), content_type="text/html; charset=iso-8859-1"
+    )
+    assert res.text == "\u201cquoted\u201d café"
+
+
+def test_meta_charset_after_2kb_is_ignored():
+    """Only the first 2 KB are scanned for a meta charset."""
+    body = ("<!--" + "x" * 2100 + "-->" + "<meta charset=windows-1252><p>café</p>").encode("cp1252")
+    res = parse(body, content_type=None)
+    assert res.metadata["charset"] == "utf-8" and res.text == "caf\ufffd"
+
+
+@pytest.mark.parametrize(
+    ("body", "charset"),
+    [
+        (b"\xef\xbb\xbf<p>caf\xc3\xa9</p>", "utf-8"),
+        (b"\xff\xfe" + "<p>café</p>".encode("utf-16-le"), "utf-16-le"),
+        (b"\xfe\xff" + "<p>café</p>".encode("utf-16-be"), "utf-16-be"),
+    ],
+)
+def test_bom_detection(body, charset):
+    """A byte-order mark decides the encoding (it beats the header, as in the HTML Standard) and is stripped."""
+    res = parse(body, content_type="text/html; charset=iso-8859-1")
+    assert (res.text, res.metadata["charset"]) == ("café", charset)
+
+
+def test_invalid_bytes_are_replaced():
+    """Bytes invalid in the charset become U+FFFD; text is always encodable as UTF-8."""
+    res = parse(b"<title>a\xff\xfeb</title><p>caf\xe9 \xc3</p>", content_type="text/html; charset=utf-8")
+    assert res.title == "a\ufffd\ufffdb" and res.text == "caf\ufffd \ufffd"
+    res.text.encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"\x00\x01\x02\xff\xfe\xfd garbage \x80\x81",
+        b"<html><head><title>Trunc",
+        b"<html><body><a href='/a'>one</a><p>text <a href=\"/b",
+        b"<a href='http://[::1'>bad ipv6</a><a href='http://exa mple.com/'>space</a><a href='http://%zz/'>x</a>",
+        b"<!-- unclosed comment <a href=/x>",
+        b"<" * 5000 + b">" * 5000,
+        b"<div>" * 20000 + b"deep",
+        b"<table><tr><td><table><td>x</table></p></b></i></html></body>",
+        b"<svg><a xlink:href='/s'><text>svg</text></a></svg><math><mi>x</mi></math>",
+        b'<meta http-equiv=refresh content="0; url=\'"><meta charset=\x00\xff>',
+        b"\xef\xbb\xbf",
+        b"   \n\t ",
+    ],
+)
+def test_malformed_input_never_raises(body):
+    """Garbage bytes, truncated or absurd markup parse to a ParseResult without raising."""
+    res = parse(body, content_type=None)
+    assert res.status == "success"
+    for s in [res.title, res.text, *(o.url + o.anchor for o in res.outlinks)]:
+        s.encode("utf-8")
+
+
+def test_empty_body_is_success_with_empty_fields():
+    """An empty body parses successfully to empty fields."""
+    assert parse(b"") == ParseResult(status="success")
+
+
+def test_unexpected_error_becomes_failed_result(monkeypatch):
+    """An unexpected exception inside the parser is returned as status=failed with a reason."""
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("lexbor exploded")
+
+    monkeypatch.setattr(html_module, "LexborHTMLParser", boom)
+    res = parse("<p>x</p>")
+    assert res.status == "failed" and "lexbor exploded" in (res.reason or "")
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("", ""), ("  a  b\n\tc ", "a b c"), ("x\u00a0\u2003y", "x y"), ("\n\n", "")],
+)
+def test_collapse_ws(raw, expected):
+    """collapse_ws turns every whitespace run into one space and strips the ends."""
+    assert collapse_ws(raw) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=st.binary(max_size=4096), content_type=st.none() | st.text(max_size=60))
+def test_arbitrary_bytes_never_raise(body, content_type):
+    """Any bytes with any content type parse to a ParseResult without raising."""
+    res = HtmlParser(agent_name="bot").parse(body, PAGE, content_type)
+    assert isinstance(res, ParseResult) and res.status in ("success", "failed")
+    res.text.encode("utf-8")
+
+
+_TAGS = st.sampled_from(
+    [
+        "<a href='",
+        "<a href=",
+        "'>",
+        "</a>",
+        "<base href=",
+        "<meta http-equiv=refresh content='0;url=",
+        "<meta name=robots content=",
+        "<link rel=canonical href=",
+        "<script>",
+        "</script>",
+        "<p>",
+        "<!--",
+        "-->",
+        "<title>",
+        "javascript:",
+        "../",
+        "#",
+        "//",
+        "http://",
+        "?",
+        " ",
+        "é",
+        "\x00",
+        "<",
+        ">",
+        '"',
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(_TAGS | st.text(max_size=8), max_size=40))
+def test_arbitrary_markup_yields_normalized_links(parts):
+    """Markup soup never raises and every outlink is absolute and already normalized."""
+    res = parse("".join(parts))
+    assert res.status == "success"
+    for link in res.outlinks:
+        assert link.url == normalize(link.url) and "#" not in link.url
