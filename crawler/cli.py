@@ -122,3 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `crawler readdb --dump | head` is normal use, not an error.
         sys.stderr.close()
         return 0
+    except Exception as exc:  # noqa: BLE001 - the last resort keeps the one-line contract
+        import structlog
+
+        structlog.get_logger().exception("crawler.internal_error")
+        print(f"crawler: internal error: {exc.__class__.__name__}: {exc}".splitlines()[0], file=sys.stderr)
+        return 1

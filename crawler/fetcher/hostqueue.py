@@ -9,6 +9,7 @@ no per-entry sleeps: waits are on an event with a timeout to the next ready time
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import time
 from collections import deque
@@ -101,8 +102,14 @@ class FetchQueues:
         if self.per_host == 1:
             # Space requests by the delay from the end of the last one, as Nutch does.
             hq.next_allowed = max(hq.next_allowed, self.clock() + hq.delay)
-        if hq.entries or hq.in_flight == 0:
+        if hq.entries:
             self._schedule(hq, hq.next_allowed)
+        elif hq.in_flight == 0:
+            if hq.next_allowed <= self.clock() and not hq.scheduled:
+                del self.hosts[hq.key]
+            else:
+                # Remember the host until its delay has passed, then forget it (bounded memory).
+                self._schedule(hq, hq.next_allowed)
         self._idle.release()
         self._changed.set()
 
@@ -159,7 +166,5 @@ class FetchQueues:
                     self._schedule(hq, hq.next_allowed)
                 return hq, entry
             self._changed.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout)
-            except TimeoutError:
-                pass

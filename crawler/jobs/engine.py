@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from crawler.config import JobsConfig
 from crawler.fsutil import publish, remove_tree, temp_path_for
@@ -68,16 +71,32 @@ def parquet_source(files: list[Path] | list[str], schema: pa.Schema) -> str:
     return f"(SELECT {typed_columns(schema)} FROM read_parquet([{listed}], union_by_name = true))"
 
 
-def copy_to_parquet(con: duckdb.DuckDBPyConnection, query: str, dest: Path) -> int:
-    """Run ``query`` and write its rows to ``dest`` under a temp name, renamed when complete; rows written."""
+def arrow_batches(con: duckdb.DuckDBPyConnection, query: str, batch: int = 100_000) -> pa.RecordBatchReader:
+    """Stream the result of ``query`` as Arrow record batches (DuckDB 1.x and 2.x spell it differently)."""
+    relation = con.sql(query)
+    to_reader = getattr(relation, "to_arrow_reader", None) or relation.fetch_arrow_reader
+    return to_reader(batch)
+
+
+def copy_to_parquet(con: duckdb.DuckDBPyConnection, query: str, dest: Path, schema: pa.Schema) -> int:
+    """Write the rows of ``query`` to ``dest`` with exactly ``schema``, under a temp name renamed when complete.
+
+    Written through pyarrow rather than DuckDB's COPY: COPY marks a column REQUIRED
+    whenever it holds no NULL, and parts of one table must agree on the schema.
+    Returns the number of rows written (an empty query still writes a file with the schema).
+    """
     temp = temp_path_for(dest)
+    rows = 0
     try:
-        row = con.execute(f"COPY ({query}) TO {sql_string(str(temp))} (FORMAT parquet)").fetchone()
+        with pq.ParquetWriter(temp, schema) as writer:
+            for batch in arrow_batches(con, query):
+                writer.write_table(pa.Table.from_batches([batch]).cast(schema))
+                rows += batch.num_rows
         publish(temp, dest)
     except BaseException:
         remove_tree(temp)
         raise
-    return int(row[0]) if row else 0
+    return rows
 
 
 def utc_naive(moment: datetime | None) -> datetime:
@@ -91,3 +110,12 @@ def utc_naive(moment: datetime | None) -> datetime:
 def iso_sql(column: str) -> str:
     """SQL rendering a timestamp column as the JSON time format (``2026-11-29T19:45:00Z``) or NULL."""
     return f"strftime({column}, '%Y-%m-%dT%H:%M:%SZ')"
+
+
+def iter_dicts(cursor: duckdb.DuckDBPyConnection, batch: int = 10_000) -> Iterator[dict[str, Any]]:
+    """The rows of an executed query as dicts, fetched ``batch`` at a time (memory stays flat)."""
+    names = [d[0] for d in cursor.description]
+    while rows := cursor.fetchmany(batch):
+        for row in rows:
+            yield dict(zip(names, row, strict=True))
+

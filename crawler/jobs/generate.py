@@ -25,6 +25,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from crawler.config import CrawlerConfig
 from crawler.errors import StorageError
 from crawler.fsutil import remove_tree
@@ -32,8 +34,6 @@ from crawler.jobs.engine import connect, copy_to_parquet, parquet_source, typed_
 from crawler.models import FETCHLIST, PAGES, DbStatus
 from crawler.segments.layout import Segment, create_segment, list_segments, part_name
 from crawler.webdb.store import VersionedStore
-
-import duckdb
 
 
 @dataclass
@@ -82,16 +82,17 @@ def generate(cfg: CrawlerConfig, log: Any, now: datetime | None = None) -> Gener
                 SELECT * FROM ranked {per_host} ORDER BY score DESC, url LIMIT {int(gen.top_n)}
             )
             SELECT *, {partition_sql("host", gen.partitions)} AS partition,
-                   status AS db_status, md5(host) AS host_hash,
-                   row_number() OVER (PARTITION BY host ORDER BY score DESC, url) AS turn
+                   status AS db_status, md5(host) AS host_hash
             FROM top""",
             [utc_naive(now)],
         )
-        selected = con.execute("SELECT count(*) FROM selected").fetchone()[0]
+        selected = con.execute("SELECT count(*) FROM selected").fetchall()[0][0]
         if not selected:
             log.info("generate.empty", version=version.number)
             return GenerateReport(None, 0, 0)
-        used = [row[0] for row in con.execute("SELECT DISTINCT partition FROM selected ORDER BY 1").fetchall()]
+        used = [
+            row[0] for row in con.execute("SELECT DISTINCT partition FROM selected ORDER BY 1").fetchall()
+        ]
         segment = create_segment(segments_dir)
         try:
             folder = segment.dir("fetchlist")
@@ -100,8 +101,9 @@ def generate(cfg: CrawlerConfig, log: Any, now: datetime | None = None) -> Gener
                 copy_to_parquet(
                     con,
                     f"SELECT {typed_columns(FETCHLIST)} FROM selected WHERE partition = {int(p)}"
-                    " ORDER BY turn, host_hash, url",
+                    " ORDER BY host_rank, host_hash, url",
                     folder / part_name(p),
+                    FETCHLIST,
                 )
             segment.mark_done("fetchlist")
         except BaseException:

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 
 from crawler.config import CrawlerConfig
-from crawler.errors import UsageError
+from crawler.errors import UsageError, WebDbError
 from crawler.jobs.engine import connect, copy_to_parquet, parquet_source, typed_columns, utc_naive
 from crawler.models import LINKS, PAGES, DbStatus
 from crawler.segments.layout import part_name
@@ -84,56 +85,71 @@ def link_parts(source: Path, dest: Path) -> list[Path]:
 
 
 def inject(cfg: CrawlerConfig, path: Path, log: Any) -> InjectReport:
-    path = Path(path)
-    seeds, rejected = read_seeds(path, log)
+    seeds, rejected = read_seeds(Path(path), log)
     store = VersionedStore(cfg.crawl_path / "webdb")
     with store.lock():
         current = store.current()
         con = connect(cfg.jobs)
         try:
-            con.register(
-                "seed_arrow",
-                pa.table({"url": list(seeds), "host": list(seeds.values())}, schema=pa.schema(PAGES[:2])),
-            )
-            old_pages = parquet_source(_parts(current, "pages"), PAGES)
-            con.execute(
-                f"""CREATE TEMP TABLE new_pages AS
-                SELECT s.url, s.host, ? AS status, NULL AS fetch_time, ? AS next_fetch, 0 AS retries,
-                       ? AS fetch_interval, 1.0 AS score, NULL AS digest, NULL AS num_outlinks,
-                       NULL AS modified_time, NULL AS etag, NULL AS http_status
-                FROM seed_arrow s
-                WHERE NOT EXISTS (SELECT 1 FROM {old_pages} p WHERE p.url = s.url)""",
-                [DbStatus.UNFETCHED.value, utc_naive(None), float(cfg.db.fetch_interval)],
-            )
-            injected = con.execute("SELECT count(*) FROM new_pages").fetchone()[0]
-            known = len(seeds) - injected
-            if injected == 0 and current is not None:
-                log.info("inject.done", injected=0, known=known, rejected=rejected, version=current.number)
-                return InjectReport(0, known, rejected, current.number)
-            meta = {k: v for k, v in (current.meta if current else {}).items() if k not in ("version", "created")}
-            meta["merged_segments"] = current.merged_segments if current else []
-            with store.new_version(meta) as temp:
-                pages = link_parts(current.path / "pages", temp / "pages") if current else []
-                (temp / "pages").mkdir(exist_ok=True)
-                query = f"SELECT {typed_columns(PAGES)} FROM new_pages ORDER BY url"
-                copy_to_parquet(con, query, temp / "pages" / _free_part_name(temp / "pages", len(pages)))
-                links = link_parts(current.path / "links", temp / "links") if current else []
-                if not links:
-                    copy_to_parquet(con, f"SELECT * FROM {parquet_source([], LINKS)}", temp / "links" / part_name(0))
-            version = store.current()
+            injected = _select_new(con, cfg, current, seeds)
+            if injected or current is None:
+                _write_version(con, store, current)
+        except duckdb.Error as exc:
+            raise WebDbError(f"inject: {str(exc).splitlines()[0]}") from exc
         finally:
             con.close()
-    assert version is not None
-    log.info("inject.done", injected=injected, known=known, rejected=rejected, version=version.number)
-    return InjectReport(injected, known, rejected, version.number)
+        number = store.require_current().number
+    known = len(seeds) - injected
+    log.info("inject.done", injected=injected, known=known, rejected=rejected, version=number)
+    return InjectReport(injected, known, rejected, number)
+
+
+def _select_new(
+    con: duckdb.DuckDBPyConnection, cfg: CrawlerConfig, current: Version | None, seeds: dict[str, str]
+) -> int:
+    """Table ``new_pages``: the seeds the live version does not know, as fresh pages; returns their count."""
+    con.register(
+        "seed_arrow",
+        pa.table(
+            {"url": list(seeds), "host": list(seeds.values())},
+            schema=pa.schema([PAGES.field("url"), PAGES.field("host")]),
+        ),
+    )
+    con.execute(
+        f"""CREATE TEMP TABLE new_pages AS
+        SELECT s.url, s.host, ? AS status, NULL AS fetch_time, ? AS next_fetch, 0 AS retries,
+               ? AS fetch_interval, 1.0 AS score, NULL AS digest, NULL AS num_outlinks,
+               NULL AS modified_time, NULL AS etag, NULL AS http_status
+        FROM seed_arrow s
+        WHERE NOT EXISTS (SELECT 1 FROM {parquet_source(_parts(current, "pages"), PAGES)} p WHERE p.url = s.url)""",
+        [DbStatus.UNFETCHED.value, utc_naive(None), float(cfg.db.fetch_interval)],
+    )
+    return int(con.execute("SELECT count(*) FROM new_pages").fetchall()[0][0])
+
+
+def _write_version(con: duckdb.DuckDBPyConnection, store: VersionedStore, current: Version | None) -> None:
+    """The next version: the live parts linked unchanged, plus one part with ``new_pages``."""
+    meta = {k: v for k, v in (current.meta if current else {}).items() if k not in ("version", "created")}
+    meta["merged_segments"] = current.merged_segments if current else []
+    with store.new_version(meta) as temp:
+        pages, links = temp / "pages", temp / "links"
+        pages.mkdir()
+        links.mkdir()
+        if current is not None:
+            link_parts(current.path / "pages", pages)
+            link_parts(current.path / "links", links)
+        query = f"SELECT {typed_columns(PAGES)} FROM new_pages ORDER BY url"
+        copy_to_parquet(con, query, pages / _free_part_name(pages), PAGES)
+        if not any(links.glob("*.parquet")):
+            copy_to_parquet(con, f"SELECT * FROM {parquet_source([], LINKS)}", links / part_name(0), LINKS)
 
 
 def _parts(version: Version | None, table: str) -> list[Path]:
     return sorted((version.path / table).glob("*.parquet")) if version else []
 
 
-def _free_part_name(folder: Path, start: int) -> str:
-    n = start
+def _free_part_name(folder: Path) -> str:
+    n = 0
     while (folder / part_name(n)).exists():
         n += 1
     return part_name(n)

@@ -10,9 +10,9 @@ import re
 import string
 from functools import lru_cache
 
-# The C functions directly, bound to globals: ada_url's public wrappers add an
-# ffi.gc object and attribute lookups that cost as much as the parse itself
-# (see bench/bench_normalize.py).
+# The C functions directly, bound to globals: the public wrappers (join_url, URL)
+# add an ffi.gc object and attribute lookups per call; join_url alone costs ~80%
+# of a whole normalize() (bench/bench_normalize.py).
 from ada_url import check_url
 from ada_url._ada_wrapper import ffi, lib
 
@@ -62,8 +62,8 @@ def _parse(s: str, base: str | None) -> str:
     except UnicodeEncodeError:  # lone surrogates
         raise InvalidUrl("invalid characters") from None
     try:
-        h = _ada_href(u)  # empty for an invalid URL
-        href = _unpack(h.data, h.length).decode()
+        h = _ada_href(u)  # empty (NULL data) for an invalid URL
+        href = _unpack(h.data, h.length).decode() if h.length else ""
     finally:
         _ada_free(u)
     if not href.startswith(_PREFIXES):

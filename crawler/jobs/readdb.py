@@ -1,0 +1,105 @@
+"""readdb: look into the live webdb version: statistics, a full dump, or one URL.
+
+What ``crawler readdb`` prints. Everything reads the version CURRENT names, so
+a job writing the next version at the same time is invisible. Dumps stream in
+batches sorted by URL; JSON times are ISO-8601 UTC strings (DESIGN 6a).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+import duckdb
+import pyarrow as pa
+
+from crawler.config import CrawlerConfig
+from crawler.errors import UsageError, WebDbError
+from crawler.jobs.engine import connect, copy_to_parquet, iso_sql, iter_dicts, parquet_source, typed_columns
+from crawler.models import LINKS, PAGES, DbStatus
+from crawler.urls.normalize import InvalidUrl, normalize
+from crawler.webdb.store import Version, VersionedStore
+
+BATCH_ROWS = 10_000
+
+
+def json_columns(schema: pa.Schema) -> str:
+    """Every column of ``schema``, timestamps rendered as JSON time strings."""
+    return ", ".join(
+        f"{iso_sql(f.name)} AS {f.name}" if pa.types.is_timestamp(f.type) else f.name for f in schema
+    )
+
+
+@contextmanager
+def _live(cfg: CrawlerConfig) -> Iterator[tuple[Version, duckdb.DuckDBPyConnection, str, str]]:
+    version = VersionedStore(cfg.crawl_path / "webdb").require_current()
+    con = connect(cfg.jobs)
+    try:
+        pages = parquet_source(sorted((version.path / "pages").glob("*.parquet")), PAGES)
+        links = parquet_source(sorted((version.path / "links").glob("*.parquet")), LINKS)
+        yield version, con, pages, links
+    except duckdb.Error as exc:
+        raise WebDbError(f"{version.path}: {str(exc).splitlines()[0]}") from exc
+    finally:
+        con.close()
+
+
+def db_stats(cfg: CrawlerConfig) -> dict[str, Any]:
+    """Version, URL count, count per status (every status, zeros too), score min/avg/max, link count."""
+    with _live(cfg) as (version, con, pages, links):
+        counts = dict(con.execute(f"SELECT status, count(*) FROM {pages} GROUP BY status").fetchall())
+        total, low, mean, high = con.execute(
+            f"SELECT count(*), min(score), avg(score), max(score) FROM {pages}"
+        ).fetchall()[0]
+        (link_count,) = con.execute(f"SELECT count(*) FROM {links}").fetchall()[0]
+    by_status = {str(s): int(counts.pop(str(s), 0)) for s in DbStatus}
+    by_status.update({str(k): int(v) for k, v in counts.items()})  # a status no code writes: show it anyway
+    return {
+        "version": version.number,
+        "urls": int(total),
+        "by_status": by_status,
+        "score": {"min": low, "avg": mean, "max": high},
+        "links": int(link_count),
+    }
+
+
+def dump_jsonl(cfg: CrawlerConfig, out: TextIO) -> int:
+    """One JSON object per URL (every page column), sorted by URL; returns the number written."""
+    with _live(cfg) as (_, con, pages, _links):
+        written = 0
+        for row in iter_dicts(
+            con.execute(f"SELECT {json_columns(PAGES)} FROM {pages} ORDER BY url"), BATCH_ROWS
+        ):
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            written += 1
+        return written
+
+
+def dump_parquet(cfg: CrawlerConfig, out: Path) -> int:
+    """All pages sorted by URL into one Parquet file with the pages schema, written atomically."""
+    with _live(cfg) as (_, con, pages, _links):
+        return copy_to_parquet(
+            con, f"SELECT {typed_columns(PAGES)} FROM {pages} ORDER BY url", Path(out), PAGES
+        )
+
+
+def lookup(cfg: CrawlerConfig, url: str) -> dict[str, Any] | None:
+    """The page of ``url`` (normalized first) as in the JSON dump, plus its ``inlinks`` count; None if unknown."""
+    try:
+        key = normalize(url)
+    except InvalidUrl as exc:
+        raise UsageError(f"{url}: not a valid URL ({exc})") from exc
+    with _live(cfg) as (_, con, pages, links):
+        rows = list(
+            iter_dicts(con.execute(f"SELECT {json_columns(PAGES)} FROM {pages} WHERE url = ?", [key]))
+        )
+        if not rows:
+            return None
+        record = rows[0]
+        record["inlinks"] = con.execute(f"SELECT count(*) FROM {links} WHERE to_url = ?", [key]).fetchall()[
+            0
+        ][0]
+    return record

@@ -1,0 +1,110 @@
+"""readseg: list segments and show what was fetched and parsed in one.
+
+What ``crawler readseg`` prints. A dump is one JSON object per fetched URL:
+its latest fetcher record left-joined with parse_data and parse_text, so it
+works on a segment fetched without parsing (parse fields are null). Only
+committed part files are read, so a segment being fetched shows what it has
+committed so far.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+import duckdb
+
+from crawler.config import CrawlerConfig, JobsConfig
+from crawler.errors import SegmentError
+from crawler.jobs.engine import connect, iso_sql, iter_dicts, parquet_source
+from crawler.models import FETCHER, FETCHLIST, PARSE_DATA, PARSE_TEXT
+from crawler.segments.layout import Segment, list_segments
+from crawler.urls.normalize import InvalidUrl, normalize
+from crawler.webdb.store import VersionedStore
+
+BATCH_ROWS = 2_000
+
+
+@contextmanager
+def _engine(jobs: JobsConfig, where: str) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A DuckDB connection whose errors (say, a corrupt part) become SegmentError naming ``where``."""
+    con = connect(jobs)
+    try:
+        yield con
+    except duckdb.Error as exc:
+        raise SegmentError(f"{where}: {str(exc).splitlines()[0]}") from exc
+    finally:
+        con.close()
+
+
+def _count(con: duckdb.DuckDBPyConnection, seg: Segment, output: str, schema: Any) -> int:
+    parts = seg.parts(output)
+    if not parts:
+        return 0
+    return int(con.execute(f"SELECT count(*) FROM {parquet_source(parts, schema)}").fetchall()[0][0])
+
+
+def segment_summaries(cfg: CrawlerConfig) -> list[dict[str, Any]]:
+    """Every segment under ``segments/``, oldest first: name, path, state, merged and record counts."""
+    version = VersionedStore(cfg.crawl_path / "webdb").current()
+    merged = set(version.merged_segments if version else [])
+    with _engine(cfg.jobs, str(cfg.crawl_path / "segments")) as con:
+        return [
+            {
+                "name": seg.name,
+                "path": str(seg.path),
+                "state": seg.state,
+                "merged": seg.name in merged,
+                "fetchlist": _count(con, seg, "fetchlist", FETCHLIST),
+                "fetched": _count(con, seg, "fetcher", FETCHER),
+                "parsed": _count(con, seg, "parse_data", PARSE_DATA),
+            }
+            for seg in list_segments(cfg.crawl_path / "segments")
+        ]
+
+
+def _records_query(seg: Segment, where: str = "") -> str:
+    fetcher = parquet_source(seg.parts("fetcher"), FETCHER)
+    data = parquet_source(seg.parts("parse_data"), PARSE_DATA)
+    text = parquet_source(seg.parts("parse_text"), PARSE_TEXT)
+    return f"""
+        SELECT f.url, f.status, f.http_status, f.content_type, {iso_sql("f.fetch_time")} AS fetch_time,
+               f.digest, f.redirect_url, f.reason, d.parse_status, d.title, d.outlinks, t.text, d.metadata
+        FROM (SELECT *, row_number() OVER (PARTITION BY url ORDER BY fetch_time DESC NULLS LAST) AS rn
+              FROM {fetcher} {where}) f
+        LEFT JOIN (SELECT *, row_number() OVER (PARTITION BY url) AS rn FROM {data} {where}) d
+          ON d.url = f.url AND d.rn = 1
+        LEFT JOIN (SELECT *, row_number() OVER (PARTITION BY url) AS rn FROM {text} {where}) t
+          ON t.url = f.url AND t.rn = 1
+        WHERE f.rn = 1
+        ORDER BY f.url"""
+
+
+def dump_segment(seg: Segment, out: TextIO, jobs: JobsConfig | None = None) -> int:
+    """One JSON object per fetched URL, sorted by URL; returns the number written (0 without fetcher parts)."""
+    if not seg.parts("fetcher"):
+        return 0
+    written = 0
+    with _engine(jobs or JobsConfig(), str(seg.path)) as con:
+        for row in iter_dicts(con.execute(_records_query(seg)), BATCH_ROWS):
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            written += 1
+    return written
+
+
+def get_record(seg: Segment, url: str, jobs: JobsConfig | None = None) -> dict[str, Any] | None:
+    """The dump object of one URL in ``seg`` (tried as given, then normalized), or None."""
+    if not seg.parts("fetcher"):
+        return None
+    keys = [url]
+    with contextlib.suppress(InvalidUrl):
+        keys.append(normalize(url))
+    with _engine(jobs or JobsConfig(), str(seg.path)) as con:
+        for key in dict.fromkeys(keys):
+            rows = list(iter_dicts(con.execute(_records_query(seg, "WHERE url = ?"), [key, key, key])))
+            if rows:
+                return rows[0]
+    return None

@@ -1,0 +1,237 @@
+"""updatedb: merge fetched segments into the next webdb version.
+
+For every URL fetched in the given segments, the latest fetch record (by
+fetch_time) decides its new state through the status machine in
+``webdb/transitions.py``. Pages found by the fetch become new ``unfetched``
+pages due now: the outlinks of successfully fetched pages (the first
+``db.max_outlinks`` in page order, only same-host ones under
+``db.ignore_external_links``) and the targets of redirects. A new page starts
+with a cheap OPIC-like score: the sum, over the pages linking to it, of the
+linking page's score divided by its number of kept outlinks. The links table
+replaces the outlinks of every page that was fetched and parsed again.
+
+The merge is a handful of SQL statements over the Parquet parts (so it can run
+on Spark over the same layout). It holds the webdb lock and builds the next
+version under a temporary name: readers see the old version until CURRENT
+names the new one. Segments the live version already merged (recorded in its
+meta.json) are skipped, so running updatedb twice changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from crawler.config import CrawlerConfig
+from crawler.errors import SegmentError, StorageError
+from crawler.jobs.engine import connect, copy_to_parquet, parquet_source, sql_string, typed_columns, utc_naive
+from crawler.models import FETCHER, LINKS, PAGES, PARSE_DATA, DbStatus, FetchStatus
+from crawler.segments.layout import Segment, part_name
+from crawler.webdb.store import Version, VersionedStore
+from crawler.webdb.transitions import render_sql
+
+# Host of a normalized URL, as crawler.urls.normalize.host_of computes it: after
+# "scheme://" and any "userinfo@", up to ":" or "/" (IPv6 literals keep brackets).
+_HOST_RE = r"^[^:/?#]+://(?:[^/]*@)?(\[[^\]/]*\]|[^:/]*)"
+
+
+def host_sql(url: str) -> str:
+    return f"regexp_extract({url}, {sql_string(_HOST_RE)}, 1)"
+
+
+@dataclass
+class UpdateReport:
+    version: int
+    segments: list[str]
+    fetched: int
+    new_urls: int
+    by_status: dict[str, int] = field(default_factory=dict)
+
+
+def _segment_source(segments: list[Segment], output: str, schema: Any) -> str:
+    """All parts of ``output`` in ``segments`` as one relation with a ``segment`` column."""
+    selects = [
+        f"SELECT {sql_string(seg.name)} AS segment, * FROM {parquet_source(seg.parts(output), schema)}"
+        for seg in segments
+    ]
+    return "(" + " UNION ALL ".join(selects) + ")"
+
+
+def _to_merge(segments: list[Segment], current: Version | None, log: Any) -> list[Segment]:
+    merged = set(current.merged_segments if current else [])
+    chosen: list[Segment] = []
+    for seg in segments:
+        if seg.name in merged:
+            log.info("updatedb.skipped", segment=seg.name, reason="already merged")
+        elif seg.name in {s.name for s in chosen}:
+            log.info("updatedb.skipped", segment=seg.name, reason="listed twice")
+        else:
+            chosen.append(seg)
+    return chosen
+
+
+def updatedb(
+    cfg: CrawlerConfig, segments: list[Segment], log: Any, now: datetime | None = None
+) -> UpdateReport:
+    for seg in segments:
+        if not seg.is_done("fetcher"):
+            raise SegmentError(
+                f"{seg.path}: fetch not finished (no fetcher/_SUCCESS); resume the fetch first"
+            )
+    store = VersionedStore(cfg.crawl_path / "webdb")
+    with store.lock():
+        current = store.current()
+        chosen = _to_merge(segments, current, log)
+        if not chosen:
+            number = current.number if current else 0
+            log.info("updatedb.nothing", version=number)
+            return UpdateReport(number, [], 0, 0, {})
+        meta = {k: v for k, v in (current.meta if current else {}).items() if k not in ("version", "created")}
+        meta["merged_segments"] = (current.merged_segments if current else []) + [s.name for s in chosen]
+        con = connect(cfg.jobs)
+        try:
+            with store.new_version(meta) as temp:
+                report = _merge(con, cfg, current, chosen, temp, utc_naive(now), log)
+        except duckdb.Error as exc:
+            raise StorageError(f"updatedb: {str(exc).splitlines()[0]}") from exc
+        finally:
+            con.close()
+        report.version = store.require_current().number
+    log.info(
+        "updatedb.done",
+        version=report.version,
+        segments=report.segments,
+        fetched=report.fetched,
+        new_urls=report.new_urls,
+        by_status=report.by_status,
+    )
+    return report
+
+
+def _merge(
+    con: duckdb.DuckDBPyConnection,
+    cfg: CrawlerConfig,
+    current: Version | None,
+    segments: list[Segment],
+    out: Path,
+    now: datetime,
+    log: Any,
+) -> UpdateReport:
+    db = cfg.db
+    old_pages = parquet_source(_parts(current, "pages"), PAGES)
+    old_links = parquet_source(_parts(current, "links"), LINKS)
+    redirects = f"('{FetchStatus.REDIRECT_PERM}', '{FetchStatus.REDIRECT_TEMP}')"
+
+    # The latest fetch record of each URL, with Last-Modified parsed.
+    con.execute(f"""CREATE TEMP TABLE fetched AS
+        SELECT * EXCLUDE (rn), try_strptime(last_modified, '%a, %d %b %Y %H:%M:%S GMT') AS modified_time
+        FROM (SELECT *, row_number() OVER (PARTITION BY url ORDER BY fetch_time DESC NULLS LAST, segment DESC) AS rn
+              FROM {_segment_source(segments, "fetcher", FETCHER)})
+        WHERE rn = 1 AND url IS NOT NULL""")
+    # Parse results of those same records (same segment).
+    con.execute(f"""CREATE TEMP TABLE parsed AS
+        SELECT f.url, f.status, d.outlinks
+        FROM fetched f JOIN (
+            SELECT segment, url, outlinks, row_number() OVER (PARTITION BY segment, url) AS rn
+            FROM {_segment_source(segments, "parse_data", PARSE_DATA)}) d
+          ON d.segment = f.segment AND d.url = f.url AND d.rn = 1""")
+    # Outlinks kept from successfully fetched pages: in page order, deduplicated, filtered, capped.
+    same_host = f"AND {host_sql('to_url')} = {host_sql('from_url')}" if db.ignore_external_links else ""
+    cap = f"WHERE k <= {int(db.max_outlinks)}" if db.max_outlinks else ""
+    con.execute(f"""CREATE TEMP TABLE new_links AS
+        WITH exploded AS (
+            SELECT url AS from_url, o.url AS to_url, o.anchor AS anchor, pos
+            FROM (SELECT url, unnest(outlinks) AS o, generate_subscripts(outlinks, 1) AS pos
+                  FROM parsed WHERE status = '{FetchStatus.SUCCESS}')
+        ),
+        firsts AS (
+            SELECT *, row_number() OVER (PARTITION BY from_url, to_url ORDER BY pos) AS dup
+            FROM exploded WHERE to_url IS NOT NULL AND to_url <> '' {same_host}
+        ),
+        numbered AS (
+            SELECT *, row_number() OVER (PARTITION BY from_url ORDER BY pos) AS k FROM firsts WHERE dup = 1
+        )
+        SELECT from_url, to_url, anchor, k FROM numbered {cap}""")
+    # Every edge to a possibly new URL, with the share of its source's score it carries.
+    con.execute(f"""CREATE TEMP TABLE edges AS
+        WITH e AS (
+            SELECT from_url, to_url, count(*) OVER (PARTITION BY from_url) AS fanout FROM new_links
+            UNION ALL
+            SELECT url, redirect_url, 1 FROM fetched
+            WHERE status IN {redirects} AND redirect_url IS NOT NULL AND redirect_url <> ''
+        )
+        SELECT e.to_url, coalesce(p.score, 1.0) / e.fanout AS share
+        FROM e LEFT JOIN {old_pages} p ON p.url = e.from_url""")
+    # New pages: link and redirect targets, and fetched URLs the webdb did not know.
+    con.execute(
+        f"""CREATE TEMP TABLE new_pages AS
+        SELECT url, {host_sql("url")} AS host, '{DbStatus.UNFETCHED}' AS status, NULL AS fetch_time,
+               ?::TIMESTAMP AS next_fetch, 0 AS retries, ?::DOUBLE AS fetch_interval,
+               coalesce(sum(share), 1.0) AS score, NULL AS digest, NULL AS num_outlinks,
+               NULL AS modified_time, NULL AS etag, NULL AS http_status
+        FROM (SELECT to_url AS url, share FROM edges UNION ALL SELECT url, NULL FROM fetched) c
+        WHERE NOT EXISTS (SELECT 1 FROM {old_pages} p WHERE p.url = c.url)
+        GROUP BY url""",
+        [now, float(db.fetch_interval)],
+    )
+    unknown = con.execute(
+        f"SELECT count(*) FROM fetched WHERE status NOT IN ({', '.join(repr(str(s)) for s in FetchStatus)})"
+    ).fetchall()[0][0]
+    if unknown:
+        log.warning("updatedb.unknown_status", records=unknown)
+
+    rules = render_sql(db, fetched="f", page="p")
+
+    def decided(column: str) -> str:
+        return f"CASE WHEN f.url IS NULL THEN p.{column} ELSE {rules[column]} END AS {column}"
+
+    def fetched_value(column: str, value: str) -> str:
+        return f"CASE WHEN f.url IS NULL THEN p.{column} ELSE {value} END AS {column}"
+
+    pages_query = f"""
+        SELECT p.url, p.host, {decided("status")},
+               {fetched_value("fetch_time", "f.fetch_time")}, {decided("next_fetch")}, {decided("retries")},
+               p.fetch_interval, p.score, {decided("digest")},
+               coalesce(len(d.outlinks), p.num_outlinks) AS num_outlinks,
+               {decided("modified_time")}, {decided("etag")},
+               {fetched_value("http_status", "f.http_status")}
+        FROM (SELECT * FROM {old_pages} UNION ALL BY NAME SELECT * FROM new_pages) p
+        LEFT JOIN fetched f ON f.url = p.url
+        LEFT JOIN parsed d ON d.url = p.url"""
+    (out / "pages").mkdir()
+    pages_part = out / "pages" / part_name(0)
+    copy_to_parquet(
+        con, f"SELECT {typed_columns(PAGES)} FROM ({pages_query}) ORDER BY url", pages_part, PAGES
+    )
+
+    links_query = f"""
+        SELECT from_url, to_url, anchor FROM {old_links} l
+        WHERE NOT EXISTS (SELECT 1 FROM parsed s WHERE s.url = l.from_url AND s.status = '{FetchStatus.SUCCESS}')
+        UNION ALL
+        SELECT from_url, to_url, anchor FROM new_links"""
+    (out / "links").mkdir()
+    copy_to_parquet(
+        con, f"SELECT {typed_columns(LINKS)} FROM ({links_query})", out / "links" / part_name(0), LINKS
+    )
+
+    by_status = dict(
+        con.execute(
+            f"""SELECT status, count(*) FROM read_parquet({sql_string(str(pages_part))}) w
+            WHERE EXISTS (SELECT 1 FROM fetched f WHERE f.url = w.url) GROUP BY status ORDER BY status"""
+        ).fetchall()
+    )
+    return UpdateReport(
+        version=0,
+        segments=[s.name for s in segments],
+        fetched=con.execute("SELECT count(*) FROM fetched").fetchall()[0][0],
+        new_urls=con.execute("SELECT count(*) FROM new_pages").fetchall()[0][0],
+        by_status=by_status,
+    )
+
+
+def _parts(version: Version | None, table: str) -> list[Path]:
+    return sorted((version.path / table).glob("*.parquet")) if version else []

@@ -1,0 +1,68 @@
+"""Shared fixtures: real servers on loopback and the crawler run as a real process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from crawler.devserver import SiteServer
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_SITE = ROOT / "examples" / "site"
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+    def events(self) -> list[dict]:
+        """The JSON log lines the command wrote on stderr."""
+        out = []
+        for line in self.stderr.splitlines():
+            if line.startswith("{"):
+                out.append(json.loads(line))
+        return out
+
+
+async def run_crawler(*args: str, cwd: Path | None = None, stdin: bytes | None = None) -> CliResult:
+    """Run `python -m crawler ARGS` without blocking the loop that serves the test site."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "crawler", *args,
+        cwd=cwd, env=env,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate(stdin)
+    return CliResult(proc.returncode or 0, out.decode(), err.decode())
+
+
+@pytest.fixture
+async def demo_site():
+    async with SiteServer(DEMO_SITE, "127.0.0.1", 0) as server:
+        yield server
+
+
+@pytest.fixture
+def expected_demo() -> dict:
+    return json.loads((ROOT / "tests" / "sites" / "expected_demo.json").read_text())
+
+
+@pytest.fixture
+def crawl_args(tmp_path: Path) -> list[str]:
+    """Config overrides for a fast crawl of loopback servers into a temp crawl_dir."""
+    return [
+        "-D", f"crawl_dir={tmp_path}",
+        "-D", "http.allow_private_networks=true",
+        "-D", "fetcher.min_delay=0",
+        "-D", "fetcher.concurrency=16",
+        "-D", "log.format=json",
+    ]

@@ -1,0 +1,111 @@
+"""Host queues: per-host limits, complete dispatch, bounded memory. A fake clock keeps them timing-free."""
+
+from __future__ import annotations
+
+import asyncio
+
+from crawler.config import FetcherConfig
+from crawler.fetcher.hostqueue import FetchQueues
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def _drain(queues: FetchQueues, hold: int = 0) -> list[tuple[str, object]]:
+    """Take every dispatched entry, releasing each at once; record (host, entry) in order."""
+    taken = []
+    while True:
+        item = await queues.ready.get()
+        if item is None:
+            return taken
+        hq, entry = item
+        taken.append((hq.key, entry))
+        queues.release(hq)
+
+
+class TestDispatch:
+    async def test_every_entry_is_dispatched_once(self):
+        """All queued entries come out exactly once, then the workers get their stop signal."""
+        queues = FetchQueues(FetcherConfig(min_delay=0), workers=1)
+        for i in range(30):
+            await queues.put(f"h{i % 3}", i)
+        queues.finish_feeding()
+        dispatcher = asyncio.create_task(queues.dispatch())
+        taken = await _drain(queues)
+        await dispatcher
+        assert sorted(e for _, e in taken) == list(range(30))
+
+    async def test_ready_hosts_are_not_held_up_by_a_waiting_one(self):
+        """While one host waits for its delay, entries of other hosts are handed out."""
+        clock = FakeClock()
+        queues = FetchQueues(FetcherConfig(min_delay=100), workers=1, clock=clock)
+        await queues.put("slow", "s1")
+        await queues.put("slow", "s2")
+        for i in range(3):
+            await queues.put(f"other{i}", f"o{i}")
+        queues.finish_feeding()
+        dispatcher = asyncio.create_task(queues.dispatch())
+        order = []
+        for _ in range(4):
+            hq, entry = await queues.ready.get()
+            order.append(entry)
+            queues.release(hq)
+        assert "s2" not in order  # still waiting for its 100 s delay on the fake clock
+        clock.now = 1000.0
+        queues._changed.set()  # the fake clock moved: wake the dispatcher as a real timeout would
+        hq, entry = await queues.ready.get()
+        assert entry == "s2"
+        queues.release(hq)
+        assert await queues.ready.get() is None
+        await dispatcher
+
+    async def test_per_host_in_flight_limit(self):
+        """A host never has more entries out than per_host_concurrency, however many workers are idle."""
+        queues = FetchQueues(FetcherConfig(min_delay=0, per_host_concurrency=2), workers=8)
+        for i in range(6):
+            await queues.put("one", i)
+        queues.finish_feeding()
+        dispatcher = asyncio.create_task(queues.dispatch())
+        held = [await queues.ready.get() for _ in range(2)]
+        await asyncio.sleep(0)
+        assert queues.ready.empty()
+        assert held[0][0].in_flight == 2
+        for hq, _ in held:
+            queues.release(hq)
+        rest = await _drain(queues)
+        await dispatcher
+        assert len(rest) == 4
+
+
+class TestMemory:
+    async def test_put_waits_when_the_queue_is_full(self):
+        """The reader is held back once max_queued entries wait (backpressure, flat memory)."""
+        queues = FetchQueues(FetcherConfig(min_delay=0), workers=1, max_queued=5)
+        for i in range(5):
+            await queues.put(f"h{i}", i)
+        blocked = asyncio.create_task(queues.put("h9", 9))
+        await asyncio.sleep(0)
+        assert not blocked.done()
+        dispatcher = asyncio.create_task(queues.dispatch())
+        hq, _ = await queues.ready.get()
+        queues.release(hq)
+        await blocked
+        queues.finish_feeding()
+        await _drain(queues)
+        await dispatcher
+
+    async def test_idle_hosts_are_forgotten(self):
+        """Once a host's entries are done and its delay has passed, its queue is dropped."""
+        queues = FetchQueues(FetcherConfig(min_delay=0), workers=1)
+        for i in range(100):
+            await queues.put(f"host{i}", i)
+        queues.finish_feeding()
+        dispatcher = asyncio.create_task(queues.dispatch())
+        await _drain(queues)
+        await dispatcher
+        assert len(queues.hosts) < 100
