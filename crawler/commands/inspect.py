@@ -18,7 +18,7 @@ def _print_json(obj: object) -> None:
 
 
 def _stats_text(stats: dict) -> str:
-    lines = [f"webdb version {stats.get('version')}: {stats.get('total', 0)} URLs"]
+    lines = [f"webdb version {stats.get('version')}: {stats.get('urls', 0)} URLs"]
     for status, count in stats.get("by_status", {}).items():
         lines.append(f"  {status:<14} {count}")
     score = stats.get("score") or {}
