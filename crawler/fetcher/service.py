@@ -18,6 +18,7 @@ import structlog
 
 from crawler.config import CrawlerConfig
 from crawler.errors import CrawlerError, FetchError, PluginNotFound
+from crawler.fetcher.events import FetchDone, FetchObserver, FetchProgress, NullObserver
 from crawler.fetcher.hostqueue import FetchQueues, HostQueue
 from crawler.fetcher.outcome import status_for_error, status_for_http
 from crawler.fetcher.records import fetch_row, parse_rows
@@ -64,8 +65,11 @@ def reset_partition(segment: Segment, partition: int) -> None:
 
 
 class Fetcher:
-    def __init__(self, cfg: CrawlerConfig, segment: Segment, log: Any) -> None:
+    def __init__(self, cfg: CrawlerConfig, segment: Segment, log: Any, *,
+                 stop: asyncio.Event | None = None, observer: FetchObserver | None = None) -> None:
         self.cfg = cfg
+        self.stop = stop or asyncio.Event()
+        self.observer = observer or NullObserver()
         self.segment = segment
         self.log = log.bind(segment=segment.name)
         self.protocols: dict[str, Protocol] = {}
@@ -112,14 +116,22 @@ class Fetcher:
                 dispatcher = tg.create_task(self.queues.dispatch())
                 workers = [tg.create_task(self._work()) for _ in range(self.cfg.fetcher.concurrency)]
                 progress = tg.create_task(self._progress(started))
+                watcher = tg.create_task(self._watch_stop())
                 await dispatcher
                 await asyncio.gather(*workers)
                 progress.cancel()
+                watcher.cancel()
         finally:
             for protocol in set(self.protocols.values()):
                 await protocol.aclose()
-        for partition, writer in self.writers.items():
+        for writer in self.writers.values():
             await writer.commit()
+        if self.stop.is_set():
+            # Entries never fetched stay in the fetchlist: the partition is not done, a rerun resumes it.
+            self.log.info("fetch.stopped", fetched=self.report.fetched)
+            self.report.elapsed = time.monotonic() - started
+            return self.report
+        for partition in self.writers:
             atomic_write_text(done_marker(self.segment, partition), "")
         if all(done_marker(self.segment, p).exists() for p in available):
             for output in OUTPUTS:
@@ -136,9 +148,17 @@ class Fetcher:
                 reader = pq.ParquetFile(path)
                 for batch in reader.iter_batches(batch_size=1000):
                     for entry in batch.to_pylist():
+                        if self.stop.is_set():
+                            return
                         await self.queues.put(self._queue_key(entry), entry)
         finally:
             self.queues.finish_feeding()
+
+    async def _watch_stop(self) -> None:
+        await self.stop.wait()
+        self.queues.finish_feeding()
+        for hq in list(self.queues.hosts.values()):
+            self.queues.drop_host(hq)
 
     def _queue_key(self, entry: dict[str, Any]) -> str:
         # queue_mode ip/domain arrive with "Fetcher in depth"; until then every mode queues by host.
@@ -150,8 +170,8 @@ class Fetcher:
             await asyncio.sleep(PROGRESS_EVERY)
             now = time.monotonic()
             span = max(now - last_time, 1e-9)
-            self.log.info(
-                "fetch.progress",
+            event = FetchProgress(
+                segment=self.segment.name,
                 pages_per_second=round((self.report.fetched - last_count) / span, 2),
                 bytes_per_second=round((self.report.bytes - last_bytes) / span),
                 in_flight=self.queues.in_flight,
@@ -159,6 +179,10 @@ class Fetcher:
                 active_hosts=len(self.queues.hosts),
                 fetched=self.report.fetched,
             )
+            self.observer.progress(event)
+            self.log.info("fetch.progress", pages_per_second=event.pages_per_second,
+                          bytes_per_second=event.bytes_per_second, in_flight=event.in_flight,
+                          queued=event.queued, active_hosts=event.active_hosts, fetched=event.fetched)
             last_count, last_bytes, last_time = self.report.fetched, self.report.bytes, now
 
     async def _work(self) -> None:
@@ -247,12 +271,19 @@ class Fetcher:
         self.writers[entry["partition"]].add(row, response, parse_text, parse_data)
         self.report.fetched += 1
         self.report.by_status[row["status"]] = self.report.by_status.get(row["status"], 0) + 1
-        if response is not None:
-            self.report.bytes += len(response.raw_body)
+        nbytes = len(response.raw_body) if response is not None else 0
+        self.report.bytes += nbytes
+        reason = row["reason"] or ""
+        self.observer.fetch_done(FetchDone(
+            url=row["url"], host=row["host"], status=row["status"], http_status=row["http_status"],
+            error_kind=reason.split(":", 1)[0] if response is None and ":" in reason else None,
+            bytes=nbytes, elapsed=(row["elapsed_ms"] or 0) / 1000,
+        ))
         self.log.debug("fetch.done", status=row["status"], http_status=row["http_status"],
                        elapsed_ms=row["elapsed_ms"])
 
 
-async def fetch_segment(cfg: CrawlerConfig, segment: Segment, log: Any,
-                        partitions: list[int] | None = None) -> FetchReport:
-    return await Fetcher(cfg, segment, log).run(partitions)
+async def fetch_segment(cfg: CrawlerConfig, segment: Segment, log: Any, partitions: list[int] | None = None,
+                        *, stop: asyncio.Event | None = None,
+                        observer: FetchObserver | None = None) -> FetchReport:
+    return await Fetcher(cfg, segment, log, stop=stop, observer=observer).run(partitions)
