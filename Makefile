@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 DEMO_DIR  := demo-crawl
 DEMO_PORT_FILE := $(DEMO_DIR)/.port
 
-.PHONY: help install demo test lint bench clean
+.PHONY: help install demo test lint bench bench-compare clean
 
 help:
 	@echo "make demo   - install, serve examples/site on 127.0.0.1, crawl it 3 rounds, print stats"
@@ -47,8 +47,22 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check crawler tests bench
 
-bench: $(STAMP)
+BENCH_VENV := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed
+
+# Scrapy and matplotlib live in their own virtualenv: peers and plotting are not our dependencies.
+$(BENCH_STAMP): $(STAMP)
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/pip install --quiet scrapy matplotlib aiohttp uvloop selectolax pyarrow
+	touch $(BENCH_STAMP)
+
+bench: $(STAMP) bench-compare
 	@for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f; done
 
+# Crawler vs Scrapy vs the aiohttp floor on a generated 120-host web served by nginx.
+bench-compare: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python bench/compare.py --runs 3
+
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(BENCH_VENV) $(DEMO_DIR) bench/.work .pytest_cache .ruff_cache

@@ -1,0 +1,184 @@
+"""Crawler vs Scrapy vs the aiohttp floor on one generated web, in one run (issue: Performance).
+
+Each contender runs as its own process, timed from outside (wall clock, user+sys
+CPU and peak RSS from wait4), several runs in alternating order, medians reported.
+Usage: make bench-compare   (or: .venv-bench/bin/python bench/compare.py --runs 3)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nginx import Nginx  # noqa: E402
+from sitegen import generate  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / "bench" / ".work"
+CRAWLER = ROOT / ".venv" / "bin" / "crawler"
+PEERS = ROOT / "bench" / "peers"
+
+
+@dataclass
+class Run:
+    name: str
+    wall: float
+    cpu: float
+    rss_mb: float
+    pages: int
+    per_second: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def pages_per_second(self) -> float:
+        return self.pages / self.wall if self.wall else 0.0
+
+    @property
+    def cpu_per_1000(self) -> float:
+        return 1000 * self.cpu / self.pages if self.pages else float("nan")
+
+
+def timed(cmd: list[str], log: Path) -> tuple[float, float, float]:
+    """Wall seconds, user+sys CPU seconds and peak RSS (MB) of one child process."""
+    with open(log, "w") as out:
+        start = time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.monotonic() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{cmd[0]} failed (exit {os.waitstatus_to_exitcode(status)}); see {log}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def _histogram(times: list[float]) -> dict[int, int]:
+    if not times:
+        return {}
+    start = min(times)
+    return dict(sorted(Counter(int(t - start) for t in times).items()))
+
+
+def run_crawler(seeds: Path, concurrency: int, tag: str) -> tuple[Run, list[str]]:
+    crawl_dir = WORK / f"crawl-{tag}"
+    shutil.rmtree(crawl_dir, ignore_errors=True)
+    cmd = [str(CRAWLER), "crawl", "--seeds", str(seeds), "--rounds", "30", "-D", f"crawl_dir={crawl_dir}",
+           "-D", "http.allow_private_networks=true", "-D", "fetcher.min_delay=0",
+           "-D", "fetcher.per_host_concurrency=2", "-D", f"fetcher.concurrency={concurrency}",
+           "-D", "log.level=warning", "-D", "log.format=json"]
+    wall, cpu, rss = timed(cmd, WORK / f"crawler-{tag}.log")
+    table = pq.ParquetDataset(sorted(crawl_dir.glob("segments/*/fetcher/part-*.parquet"))).read(
+        columns=["url", "status", "fetch_time"])
+    rows = table.to_pylist()
+    ok = [r for r in rows if r["status"] == "success"]
+    hist = _histogram([r["fetch_time"].timestamp() for r in rows])
+    return Run("crawler", wall, cpu, rss, len(ok), hist), sorted(r["url"] for r in ok)
+
+
+def run_scrapy(seeds: Path, concurrency: int, tag: str) -> Run:
+    out = WORK / f"scrapy-{tag}.jsonl"
+    out.unlink(missing_ok=True)
+    wall, cpu, rss = timed([sys.executable, str(PEERS / "scrapy_spider.py"), str(seeds), str(out), str(concurrency)],
+                           WORK / f"scrapy-{tag}.log")
+    items = [json.loads(line) for line in out.read_text().splitlines()]
+    return Run("scrapy", wall, cpu, rss, len(items), _histogram([i["t"] for i in items]))
+
+
+def run_floor(urls: Path, concurrency: int, tag: str) -> Run:
+    log = WORK / f"floor-{tag}.log"
+    wall, cpu, rss = timed([sys.executable, str(PEERS / "floor.py"), str(urls), str(concurrency), "2"], log)
+    result = json.loads(log.read_text().strip().splitlines()[-1])
+    return Run("floor", wall, cpu, rss, result["pages"], {int(k): v for k, v in result["per_second"].items()})
+
+
+def median_row(runs: list[Run]) -> dict[str, float]:
+    return {
+        "pages_per_second": statistics.median(r.pages_per_second for r in runs),
+        "cpu_per_1000": statistics.median(r.cpu_per_1000 for r in runs),
+        "rss_mb": statistics.median(r.rss_mb for r in runs),
+        "pages": statistics.median(r.pages for r in runs),
+        "wall": statistics.median(r.wall for r in runs),
+    }
+
+
+def plot(series: dict[str, dict[int, int]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for name, hist in series.items():
+        if hist:
+            xs = list(range(max(hist) + 1))
+            ax.plot(xs, [hist.get(x, 0) for x in xs], label=name)
+    ax.set_xlabel("seconds since start")
+    ax.set_ylabel("pages/s")
+    ax.set_title("Pages per second over one run (same web, same machine)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--hosts", type=int, default=120)
+    parser.add_argument("--pages", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--port", type=int, default=18080)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--only", default="crawler,scrapy,floor")
+    parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "bench-compare.png")
+    args = parser.parse_args()
+    WORK.mkdir(parents=True, exist_ok=True)
+    seeds = WORK / "seeds.txt"
+    seeds.write_text("\n".join(generate(WORK / "web", args.hosts, args.pages, args.port, args.seed)) + "\n")
+    only = args.only.split(",")
+    results: dict[str, list[Run]] = {name: [] for name in only}
+    with Nginx(WORK / "web", args.port, WORK / "nginx"):
+        urls_file = WORK / "urls.txt"
+        for i in range(args.runs):
+            order = only[i % len(only):] + only[: i % len(only)]
+            for name in order:
+                tag = f"{i}"
+                if name == "crawler":
+                    run, urls = run_crawler(seeds, args.concurrency, tag)
+                    urls_file.write_text("\n".join(urls) + "\n")
+                elif name == "scrapy":
+                    run = run_scrapy(seeds, args.concurrency, tag)
+                else:
+                    if not urls_file.exists():
+                        _, urls = run_crawler(seeds, args.concurrency, "urls")
+                        urls_file.write_text("\n".join(urls) + "\n")
+                    run = run_floor(urls_file, args.concurrency, tag)
+                results[name].append(run)
+                print(f"run {i} {name:8s} {run.pages:6d} pages {run.wall:7.2f}s {run.pages_per_second:7.1f} p/s "
+                      f"{run.cpu_per_1000:6.2f} cpu-s/1000 {run.rss_mb:7.1f} MB", flush=True)
+    rows = {name: median_row(runs) for name, runs in results.items() if runs}
+    print("\n| contender | pages/s | CPU s / 1000 pages | peak RSS MB | pages found | wall s |")
+    print("|---|---|---|---|---|---|")
+    for name, row in rows.items():
+        print(f"| {name} | {row['pages_per_second']:.1f} | {row['cpu_per_1000']:.2f} | {row['rss_mb']:.0f} | "
+              f"{row['pages']:.0f} | {row['wall']:.1f} |")
+    if "crawler" in rows and "scrapy" in rows:
+        c, s = rows["crawler"], rows["scrapy"]
+        print(f"\ncrawler/scrapy pages/s: {c['pages_per_second'] / s['pages_per_second']:.2f}x; "
+              f"CPU per page: {c['cpu_per_1000'] / s['cpu_per_1000']:.2f} of Scrapy's")
+    if "crawler" in rows and "floor" in rows:
+        print(f"crawler/floor pages/s: {rows['crawler']['pages_per_second'] / rows['floor']['pages_per_second']:.2f}")
+    plot({name: runs[-1].per_second for name, runs in results.items() if runs}, args.plot)
+    print(f"plot: {args.plot}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Start nginx (Debian's package) serving the generated web on loopback, for the benchmarks.
+
+One server block for every host: ``root`` is chosen by the Host header, so each
+127.0.1.N address is a distinct site. Pre-gzipped files are served as they are,
+so the server spends no CPU compressing during a run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+CONFIG = """
+worker_processes 1;
+daemon off;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log warn;
+events {{ worker_connections 8192; }}
+http {{
+  access_log off;
+  sendfile on;
+  tcp_nopush on;
+  keepalive_requests 100000;
+  keepalive_timeout 60s;
+  gzip_static on;
+  types {{ text/html html; text/plain txt; }}
+  default_type text/html;
+  client_body_temp_path {prefix}/body;
+  proxy_temp_path {prefix}/proxy;
+  fastcgi_temp_path {prefix}/fastcgi;
+  uwsgi_temp_path {prefix}/uwsgi;
+  scgi_temp_path {prefix}/scgi;
+  server {{
+    listen {port} backlog=4096;
+    root {webroot}/$host;
+    location /moved/ {{ rewrite ^/moved/(.*)$ /p/$1 permanent; }}
+  }}
+}}
+"""
+
+
+def ensure_nginx() -> str:
+    path = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+    if path:
+        return path
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "nginx-light"], check=True, env=env)
+    return shutil.which("nginx") or "/usr/sbin/nginx"
+
+
+class Nginx:
+    def __init__(self, webroot: Path, port: int, prefix: Path) -> None:
+        self.webroot, self.port, self.prefix = webroot.resolve(), port, prefix.resolve()
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> Nginx:
+        binary = ensure_nginx()
+        self.prefix.mkdir(parents=True, exist_ok=True)
+        conf = self.prefix / "nginx.conf"
+        conf.write_text(CONFIG.format(prefix=self.prefix, port=self.port, webroot=self.webroot))
+        self.proc = subprocess.Popen([binary, "-c", str(conf), "-p", str(self.prefix)])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"http://127.0.1.1:{self.port}/robots.txt", timeout=1).read()
+                return self
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"nginx did not start; see {self.prefix / 'error.log'}")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGQUIT)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
