@@ -7,12 +7,13 @@ STAMP  := $(VENV)/.installed
 DEMO_DIR  := demo-crawl
 DEMO_PORT_FILE := $(DEMO_DIR)/.port
 
-.PHONY: help install demo test lint bench bench-compare clean
+.PHONY: help install demo test lint bench bench-compare clean run
 
 help:
 	@echo "make demo   - install, serve examples/site on 127.0.0.1, crawl it 3 rounds, print stats"
 	@echo "make test   - install and run the test suite"
 	@echo "make lint   - ruff"
+	@echo "make run    - install and start the daemon on config.yaml (seed it: drop URL files into seeds/)"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +41,10 @@ demo: $(STAMP)
 	echo; echo "== segments =="; cat $(DEMO_DIR)/segments.txt; \
 	echo; echo "Try: $(BIN)/crawler readdb --dump -D crawl_dir=$(DEMO_DIR) | head"; \
 	echo "     $(BIN)/crawler readseg --dump $$(tail -n1 $(DEMO_DIR)/segments.txt) -D crawl_dir=$(DEMO_DIR) | head -c 600"
+
+run: $(STAMP)
+	@mkdir -p seeds
+	$(BIN)/crawler daemon -c config.yaml
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

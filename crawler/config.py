@@ -8,11 +8,12 @@ receive their own section and cannot change it under each other.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from crawler.errors import ConfigError
 from crawler.units import parse_duration, parse_size
@@ -32,6 +33,12 @@ class TimeoutConfig(Section):
     total: Duration = 60.0
 
 
+class DnsConfig(Section):
+    cache_ttl: Duration = 300.0
+    negative_ttl: Duration = 60.0
+    max_lookups: int = Field(32, ge=1)
+
+
 class HttpConfig(Section):
     agent_name: str = Field("crawler", min_length=1)
     user_agent: str = ""
@@ -39,7 +46,9 @@ class HttpConfig(Section):
     max_redirects: int = Field(5, ge=0, le=20)
     timeout: TimeoutConfig = TimeoutConfig()
     allow_private_networks: bool = False
+    private_allowlist: list[str] = []
     resolve: dict[str, str] = {}
+    dns: DnsConfig = DnsConfig()
 
     @property
     def effective_user_agent(self) -> str:
@@ -57,12 +66,31 @@ class FetcherConfig(Section):
     parse: bool = True
     commit_records: int = Field(2000, ge=1)
     commit_interval: Duration = 10.0
+    delay_factor: float = Field(0.0, ge=0.0)
+    max_delay: Duration = 30.0
+    max_exceptions_per_queue: int = Field(10, ge=0)
+    time_limit: Duration = 0.0
+    processes: int = Field(1, ge=1, le=256)
+    progress_interval: Duration = 10.0
+
+
+class RobotsConfig(Section):
+    cache_ttl: Duration = Field(86400.0, ge=0.0, le=86400.0)
+
+
+class FileProtocolConfig(Section):
+    enabled: bool = False
+
+
+class ProtocolsConfig(Section):
+    file: FileProtocolConfig = FileProtocolConfig()
 
 
 class GenerateConfig(Section):
     top_n: int = Field(50_000, ge=1)
     max_per_host: int = Field(0, ge=0)
     partitions: int = Field(1, ge=1, le=100_000)
+    count_mode: Literal["host", "domain", "ip"] = "host"
 
 
 class DbConfig(Section):
@@ -72,6 +100,32 @@ class DbConfig(Section):
     max_retries: int = Field(3, ge=0)
     ignore_external_links: bool = False
     max_outlinks: int = Field(100, ge=0)
+    schedule: Literal["fixed", "adaptive"] = "fixed"
+    min_interval: Duration = 3600.0
+    inc_rate: float = Field(0.4, ge=0.0, le=1.0)
+    dec_rate: float = Field(0.2, ge=0.0, lt=1.0)
+    score_injected: float = Field(1.0, ge=0.0)
+
+
+def _check_filter_rule(rule: str) -> str:
+    if rule[:1] not in ("+", "-"):
+        raise ValueError("a rule starts with + (accept) or - (reject), then a regular expression")
+    try:
+        re.compile(rule[1:])
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression ({exc})") from exc
+    return rule
+
+
+class UrlsConfig(Section):
+    filters: list[Annotated[str, AfterValidator(_check_filter_rule)]] = []
+    max_length: int = Field(2048, ge=1)
+    schemes: list[str] = ["http", "https"]
+
+
+class LinkdbConfig(Section):
+    max_inlinks: int = Field(10_000, ge=0)
+    ignore_internal: bool = True
 
 
 class LogConfig(Section):
@@ -86,24 +140,72 @@ class MetricsConfig(Section):
 
 class DaemonConfig(Section):
     seeds: str = "seeds"
+    max_cycles: int = Field(0, ge=0)
+    idle_sleep: Duration = 60.0
+    keep_segments: int = Field(0, ge=0)
+    archive_dir: str = ""
+    shutdown_timeout: Duration = 30.0
+    dedup_every: int = Field(10, ge=0)
+    overlap: bool = True
 
 
 class JobsConfig(Section):
     engine: Literal["duckdb", "spark"] = "duckdb"
     memory_limit: str = ""
     threads: int = Field(0, ge=0)
+    temp_dir: str = ""
+
+
+# Built-in content type -> parser table (Nutch's parse-plugins.xml): parsers are tried in order
+# until one succeeds; "*" catches every type no other key or pattern matches.
+PARSE_PLUGINS: dict[str, list[str]] = {
+    "text/html": ["html"],
+    "application/xhtml+xml": ["html"],
+    "text/plain": ["text"],
+    "application/xml": ["sitemap", "feed"],
+    "text/xml": ["sitemap", "feed"],
+    "application/rss+xml": ["feed"],
+    "application/atom+xml": ["feed"],
+    "application/rdf+xml": ["feed"],
+    "*": [],
+}
+
+
+def _merge_parse_plugins(value: dict[str, list[str]]) -> dict[str, list[str]]:
+    # Listing one type (in config.yaml or with -D) replaces that entry only, so the built-ins stay.
+    merged = dict(PARSE_PLUGINS)
+    for pattern, names in value.items():
+        key = pattern.strip().lower()
+        if not key:
+            raise ValueError("a MIME type or pattern cannot be empty")
+        merged[key] = [name.strip() for name in names]
+    return merged
+
+
+class ParseConfig(Section):
+    plugins: Annotated[dict[str, list[str]], AfterValidator(_merge_parse_plugins)] = PARSE_PLUGINS
+    follow_nofollow_links: bool = False
+    outlink_tags: list[Literal["a", "area", "frame", "iframe", "link"]] = ["a", "area", "frame", "iframe", "link"]
+    link_rels: list[str] = ["alternate", "next", "prev"]
+    gunzip_limit: Size = 50 * 1024 * 1024
+    processes: int = Field(0, ge=0)
 
 
 class CrawlerConfig(Section):
     crawl_dir: str = "."
     http: HttpConfig = HttpConfig()
     fetcher: FetcherConfig = FetcherConfig()
+    robots: RobotsConfig = RobotsConfig()
+    protocols: ProtocolsConfig = ProtocolsConfig()
     generate: GenerateConfig = GenerateConfig()
     db: DbConfig = DbConfig()
+    urls: UrlsConfig = UrlsConfig()
+    linkdb: LinkdbConfig = LinkdbConfig()
     log: LogConfig = LogConfig()
     metrics: MetricsConfig = MetricsConfig()
     daemon: DaemonConfig = DaemonConfig()
     jobs: JobsConfig = JobsConfig()
+    parse: ParseConfig = ParseConfig()
 
     @property
     def crawl_path(self) -> Path:

@@ -96,6 +96,8 @@ FETCHER = pa.schema(
         ("redirect_url", pa.string()),
         ("last_modified", pa.string()),
         ("etag", pa.string()),
+        ("redirect_source", pa.string()),  # the fetchlist URL whose redirect chain reached this one
+        ("redirect_hop", pa.int32()),  # 1 for the first hop's target, ...; null for fetchlist entries
     ]
 )
 

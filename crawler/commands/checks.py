@@ -13,7 +13,7 @@ from crawler.config import CrawlerConfig
 from crawler.errors import CrawlerError, FetchError, UsageError
 from crawler.fetcher.robots import parse_robots
 from crawler.parsers.base import ParseResult
-from crawler.parsers.dispatch import ParserDispatch, mime_of, sniff
+from crawler.parsers.dispatch import ParserDispatch, mime_of
 from crawler.protocols.base import PROTOCOLS, Response
 from crawler.urls.normalize import InvalidUrl, normalize
 
@@ -25,16 +25,26 @@ def _read(path: str) -> bytes:
         raise UsageError(f"{path}: {exc.strerror or exc}") from exc
 
 
+def _outlinks_json(parse: ParseResult) -> list[dict]:
+    # Sitemap and feed entries carry lastmod/priority: shown beside url and anchor.
+    try:
+        extra = json.loads(parse.metadata.get("outlink_metadata") or "{}")
+    except ValueError:
+        extra = {}
+    return [{"url": o.url, "anchor": o.anchor, **extra.get(o.url, {})} for o in parse.outlinks]
+
+
 def _parse_json(parse: ParseResult, content_type: str | None) -> dict:
     return {
         "title": parse.title,
         "text": parse.text,
-        "outlinks": [{"url": o.url, "anchor": o.anchor} for o in parse.outlinks],
+        "outlinks": _outlinks_json(parse),
         "robots": {"noindex": parse.noindex, "nofollow": parse.nofollow},
         "canonical": parse.canonical,
         "refresh": parse.refresh,
         "content_type": content_type,
         "status": parse.status,
+        "reason": parse.reason,
         "metadata": parse.metadata,
     }
 
@@ -55,6 +65,7 @@ async def _fetch_following(cfg: CrawlerConfig, url: str) -> Response:
 
 def cmd_parse_check(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
     dispatch = ParserDispatch(cfg)
+    headers: list[tuple[str, str]] = []
     if args.base is not None:
         try:
             base = normalize(args.base)
@@ -72,10 +83,10 @@ def cmd_parse_check(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
         except FetchError as exc:
             raise CrawlerError(f"parse-check: {base}: {exc.kind}: {exc}") from exc
         body, base, content_type = response.body, response.url, response.header("Content-Type")
-    if content_type is None:
-        content_type = sniff(body)
-    parse = dispatch.parse(body, base, content_type)
-    shown_type = mime_of(content_type) or None
+        headers = response.headers
+    parse = dispatch.parse(body, base, content_type, headers=headers)
+    # The type the parser was chosen by: the bytes overrule a missing or lying header.
+    shown_type = parse.metadata.get("content_type") or mime_of(content_type) or None
     print(json.dumps(_parse_json(parse, shown_type), ensure_ascii=False))
     return 0
 

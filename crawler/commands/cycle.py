@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import uvloop
-
 from crawler.config import CrawlerConfig, with_overrides
 from crawler.errors import CrawlerError, SegmentError, UsageError
-from crawler.fetcher.service import fetch_segment
+from crawler.fetcher.runner import run_fetch
 from crawler.jobs.generate import generate
 from crawler.jobs.inject import inject
+from crawler.jobs.invertlinks import invertlinks
 from crawler.jobs.updatedb import updatedb
 from crawler.log import get_logger
 from crawler.segments.layout import Segment, list_segments, open_segment
@@ -45,7 +44,7 @@ def cmd_generate(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
 
 
 def _fetch(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None = None) -> None:
-    uvloop.run(fetch_segment(cfg, segment, get_logger(command="fetch"), partitions))
+    run_fetch(cfg, segment, partitions)
 
 
 def cmd_fetch(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
@@ -86,6 +85,7 @@ def cmd_crawl(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
         if not segment.is_done("fetcher"):
             _fetch(cfg, segment)
         updatedb(cfg, [segment], log)
+        invertlinks(cfg, [segment], log)
     for round_no in range(1, args.rounds + 1):
         segment = _generate(cfg, args.top_n, None)
         if segment is None:
@@ -96,6 +96,7 @@ def cmd_crawl(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
         if not segment.is_done("fetcher"):
             raise SegmentError(f"{segment.path}: fetch did not complete")
         updatedb(cfg, [segment], log)
+        invertlinks(cfg, [segment], log)
         log.info("crawl.round", round=round_no, segment=segment.name)
     else:
         log.info("crawl.done", rounds=args.rounds, reason="rounds done")

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from crawler.config import CrawlerConfig
-from crawler.errors import CrawlerError
+from crawler.errors import CrawlerError, UsageError
 from crawler.jobs import readdb, readseg
 from crawler.segments.layout import open_segment
 
@@ -25,12 +25,15 @@ def _stats_text(stats: dict) -> str:
     if score:
         lines.append("  score          min {min} / avg {avg} / max {max}".format(
             **{k: (round(v, 4) if isinstance(v, float) else v) for k, v in score.items()}))
-    if "links" in stats:
-        lines.append(f"  links          {stats['links']}")
+    for key in ("hosts", "due_now", "links"):
+        if key in stats:
+            lines.append(f"  {key:<14} {stats[key]}")
     return "\n".join(lines)
 
 
 def cmd_readdb(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
+    if args.status and not args.dump:
+        raise UsageError("readdb: --status goes with --dump")
     if args.stats:
         stats = readdb.db_stats(cfg)
         if args.json:
@@ -47,13 +50,13 @@ def cmd_readdb(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
     if args.format == "parquet":
         if not args.out:
             raise CrawlerError("readdb --dump --format parquet needs --out PATH")
-        readdb.dump_parquet(cfg, Path(args.out))
+        readdb.dump_parquet(cfg, Path(args.out), args.status)
         return 0
     if args.out:
         with open(args.out, "w", encoding="utf-8") as out:
-            readdb.dump_jsonl(cfg, out)
+            readdb.dump_jsonl(cfg, out, args.status)
     else:
-        readdb.dump_jsonl(cfg, sys.stdout)
+        readdb.dump_jsonl(cfg, sys.stdout, args.status)
     return 0
 
 

@@ -4,6 +4,14 @@ A worker never waits on one host's delay while another host is ready: the
 dispatcher pops the host with the earliest ready time, and only when a worker is
 idle, so the moment of dispatch is the moment the request starts. No polling and
 no per-entry sleeps: waits are on an event with a timeout to the next ready time.
+
+A queue's delay is its robots Crawl-delay if it has one, else ``min_delay``;
+with ``delay_factor`` it adapts to the host's response time (clamped to
+``min_delay``..``max_delay``). A queue is forgotten once it is empty and its
+delay has passed, so memory follows the number of busy hosts, not of all hosts.
+A blocked queue (too many failures, a Crawl-delay or Retry-After over the cap)
+is remembered only by key and reason, and every entry for it is dropped through
+``on_drop`` so the caller records it.
 """
 
 from __future__ import annotations
@@ -29,6 +37,12 @@ class HostQueue:
     next_allowed: float = 0.0
     scheduled: bool = False  # has an item in the heap
     robots_checked: bool = False
+    crawl_delay: float | None = None
+    failures: int = 0  # connection, timeout and DNS failures, 429s and 503s, in a row
+
+
+def _no_drop(entry: Any, reason: str) -> None:
+    raise RuntimeError(f"entry dropped ({reason}) with no on_drop handler")
 
 
 class FetchQueues:
@@ -40,12 +54,14 @@ class FetchQueues:
         workers: int,
         max_queued: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
+        on_drop: Callable[[Any, str], None] = _no_drop,
     ) -> None:
-        self.per_host = cfg.per_host_concurrency
-        self.min_delay = cfg.min_delay
+        self.cfg = cfg
         self.max_queued = max_queued
         self.clock = clock
+        self.on_drop = on_drop
         self.hosts: dict[str, HostQueue] = {}
+        self.blocked: dict[str, str] = {}  # key -> reason: every entry for it is dropped
         self.queued = 0
         self.in_flight = 0
         self._heap: list[tuple[float, int, str]] = []
@@ -58,6 +74,10 @@ class FetchQueues:
         self.ready: asyncio.Queue[tuple[HostQueue, Any] | None] = asyncio.Queue()
         self._feeding = True
 
+    @property
+    def per_host(self) -> int:
+        return self.cfg.per_host_concurrency
+
     def _schedule(self, hq: HostQueue, at: float) -> None:
         if hq.scheduled:
             return
@@ -67,12 +87,20 @@ class FetchQueues:
         self._changed.set()
 
     async def put(self, key: str, entry: Any) -> None:
+        """Queue an entry from the fetchlist; waits while ``max_queued`` entries wait."""
         while self.queued >= self.max_queued:
             self._space.clear()
             await self._space.wait()
+        self.push(key, entry)
+
+    def push(self, key: str, entry: Any) -> None:
+        """Queue an entry without waiting (a redirect hop: at most one per busy worker)."""
+        if key in self.blocked:
+            self.on_drop(entry, self.blocked[key])
+            return
         hq = self.hosts.get(key)
         if hq is None:
-            hq = self.hosts[key] = HostQueue(key, self.min_delay)
+            hq = self.hosts[key] = HostQueue(key, self.cfg.min_delay)
         hq.entries.append(entry)
         self.queued += 1
         if hq.in_flight < self.per_host:
@@ -82,10 +110,29 @@ class FetchQueues:
         self._feeding = False
         self._changed.set()
 
-    def set_delay(self, hq: HostQueue, delay: float) -> None:
-        """Apply a delay learned after dispatch (robots Crawl-delay) to the host's next start."""
+    def set_crawl_delay(self, hq: HostQueue, delay: float) -> None:
+        """Apply a robots Crawl-delay learned after dispatch to the host's next start."""
+        hq.crawl_delay = delay
         hq.delay = delay
         hq.next_allowed = max(hq.next_allowed, self.clock() + delay)
+
+    def adapt(self, hq: HostQueue, elapsed: float) -> None:
+        """Adaptive delay: a slow host gets more time between requests (``delay_factor``)."""
+        if self.cfg.delay_factor <= 0:
+            return
+        floor = hq.crawl_delay if hq.crawl_delay is not None else self.cfg.min_delay
+        ceiling = max(self.cfg.max_delay, floor)
+        hq.delay = min(max(floor, self.cfg.delay_factor * elapsed), ceiling)
+
+    def back_off(self, hq: HostQueue, seconds: float) -> None:
+        """No request to this queue for ``seconds`` (Retry-After, repeated failures)."""
+        hq.next_allowed = max(hq.next_allowed, self.clock() + seconds)
+
+    def block(self, hq: HostQueue, reason: str) -> None:
+        """Drop every waiting and future entry of this queue through ``on_drop``."""
+        self.blocked[hq.key] = reason
+        for entry in self.drop_host(hq):
+            self.on_drop(entry, reason)
 
     def drop_host(self, hq: HostQueue) -> list[Any]:
         """Remove and return every waiting entry of a host (to be recorded by the caller)."""
@@ -93,7 +140,37 @@ class FetchQueues:
         hq.entries.clear()
         self.queued -= len(dropped)
         self._space.set()
+        self._changed.set()
         return dropped
+
+    def drop_all(self) -> list[Any]:
+        dropped: list[Any] = []
+        for hq in list(self.hosts.values()):
+            dropped.extend(self.drop_host(hq))
+        return dropped
+
+    def reconfigure(self, cfg: FetcherConfig) -> None:
+        """New per-host limits and delays, live; queues with a Crawl-delay keep it."""
+        self.cfg = cfg
+        for hq in self.hosts.values():
+            if hq.crawl_delay is None:
+                hq.delay = cfg.min_delay
+            if hq.entries and hq.in_flight < self.per_host:
+                self._schedule(hq, hq.next_allowed)
+        self._changed.set()
+
+    def add_workers(self, count: int) -> None:
+        self._workers += count
+        for _ in range(count):
+            self._idle.release()
+
+    async def remove_workers(self, count: int) -> None:
+        """Take ``count`` workers out: their idle slots are held, and they get a stop signal."""
+        self._workers -= count
+        for _ in range(count):
+            self.ready.put_nowait(None)
+        for _ in range(count):
+            await self._idle.acquire()
 
     def release(self, hq: HostQueue) -> None:
         """A worker finished an entry of ``hq``; it is idle again."""
@@ -106,18 +183,24 @@ class FetchQueues:
             self._schedule(hq, hq.next_allowed)
         elif hq.in_flight == 0:
             if hq.next_allowed <= self.clock() and not hq.scheduled:
-                del self.hosts[hq.key]
+                self.hosts.pop(hq.key, None)
             else:
                 # Remember the host until its delay has passed, then forget it (bounded memory).
                 self._schedule(hq, hq.next_allowed)
         self._idle.release()
         self._changed.set()
 
+    def waiting_hosts(self) -> int:
+        """Queues with entries that wait for their politeness delay (not stuck: just polite)."""
+        now = self.clock()
+        return sum(1 for hq in self.hosts.values() if hq.entries and hq.next_allowed > now)
+
     def _done(self) -> bool:
-        return not self._feeding and self.queued == 0
+        # In-flight entries may still add a redirect hop, so they count as work left.
+        return not self._feeding and self.queued == 0 and self.in_flight == 0
 
     async def dispatch(self) -> None:
-        """Run until every entry is handed out, then send one stop signal per worker."""
+        """Run until every entry is handed out and done, then send one stop signal per worker."""
         while True:
             await self._idle.acquire()
             item = await self._next_ready()

@@ -3,20 +3,25 @@
 2xx: parse the first 500 KiB. 4xx (except 429): allow all. 429, 5xx, or no
 answer at all: disallow all for now, and the URLs are retried in a later round
 (the RFC's "unreachable" rule; failing closed is the polite choice). Up to five
-redirects are followed, across hosts too.
+redirects are followed, across hosts too. Rules are cached per origin for at
+most ``robots.cache_ttl``, and each origin's outcome is logged once
+(``robots.outcome``, with its reason). ``Sitemap:`` lines are kept so the
+fetcher can hand them on as outlinks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 from protego import Protego
 
-from crawler.errors import FetchError
+from crawler.errors import BlockedAddress, FetchError
 from crawler.protocols.base import Protocol
 from crawler.urls.normalize import InvalidUrl, normalize
 
@@ -29,6 +34,7 @@ class RobotsRules:
     parser: Protego | None = None
     unavailable: bool = False  # 429/5xx/unreachable: deny all, retry later
     reason: str = ""
+    sitemaps: list[str] = field(default_factory=list)  # not yet handed on as outlinks
 
     def allowed(self, url: str, agent: str) -> bool:
         if self.unavailable:
@@ -47,7 +53,8 @@ class RobotsRules:
 def parse_robots(body: bytes) -> RobotsRules:
     text = body[:MAX_ROBOTS_BYTES].decode("utf-8", errors="replace")
     try:
-        return RobotsRules(parser=Protego.parse(text), reason="parsed")
+        parser = Protego.parse(text)
+        return RobotsRules(parser=parser, reason="parsed", sitemaps=list(parser.sitemaps))
     except Exception as exc:  # noqa: BLE001 - a robots file we cannot read must not stop the host
         return RobotsRules(reason=f"unparsable robots.txt, allowing all ({exc.__class__.__name__})")
 
@@ -58,24 +65,40 @@ def origin_of(url: str) -> str:
 
 
 class RobotsCache:
-    """One in-flight fetch per origin; later callers await the same future."""
+    """One in-flight fetch per origin; later callers await the same future until ``ttl`` runs out."""
 
-    def __init__(self, protocol_for: Callable[[str], Protocol], max_entries: int = 50_000) -> None:
+    def __init__(self, protocol_for: Callable[[str], Protocol], log: Any, *, agent: str = "*",
+                 ttl: float = 86400.0, max_entries: int = 50_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.protocol_for = protocol_for
+        self.agent = agent
+        self.log = log
+        self.ttl = ttl
         self.max_entries = max_entries
-        self._cache: OrderedDict[str, asyncio.Future[RobotsRules]] = OrderedDict()
+        self.clock = clock
+        self._cache: OrderedDict[str, tuple[float, asyncio.Future[RobotsRules]]] = OrderedDict()
 
     async def rules_for(self, url: str) -> RobotsRules:
         origin = origin_of(url)
-        future = self._cache.get(origin)
-        if future is None:
-            future = asyncio.ensure_future(self._fetch(origin))
-            self._cache[origin] = future
+        cached = self._cache.get(origin)
+        if cached is None or cached[0] <= self.clock():
+            future = asyncio.ensure_future(self._fetch_logged(origin))
+            self._cache[origin] = (self.clock() + self.ttl, future)
+            self._cache.move_to_end(origin)
             while len(self._cache) > self.max_entries:
                 self._cache.popitem(last=False)
         else:
+            future = cached[1]
             self._cache.move_to_end(origin)
         return await asyncio.shield(future)
+
+    async def _fetch_logged(self, origin: str) -> RobotsRules:
+        rules = await self._fetch(origin)
+        delay = rules.crawl_delay(self.agent) if rules.parser is not None else None
+        self.log.info("robots.outcome", origin=origin, reason=rules.reason,
+                      outcome="disallow_all" if rules.unavailable else "rules" if rules.parser else "allow_all",
+                      crawl_delay=delay, sitemaps=len(rules.sitemaps))
+        return rules
 
     async def _fetch(self, origin: str) -> RobotsRules:
         target = origin + "/robots.txt"
@@ -83,6 +106,9 @@ class RobotsCache:
             try:
                 protocol = self.protocol_for(target)
                 response = await protocol.fetch(target)
+            except BlockedAddress as exc:
+                # Not "unreachable": the URLs themselves are refused the same way, and fail for good.
+                return RobotsRules(reason=f"robots.txt not fetched: {exc}")
             except FetchError as exc:
                 return RobotsRules(unavailable=True, reason=f"robots.txt unreachable: {exc.kind}")
             status = response.status

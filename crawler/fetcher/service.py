@@ -1,38 +1,51 @@
 """Fetch one segment: fetchlist reader -> host queues -> workers -> parse -> segment writers.
 
-One asyncio process (uvloop). Every stage is joined by a bounded queue, so
-memory stays flat however long the fetchlist is. A partition is committed
-part by part; when all its entries are written its ``_done-NNNNN`` marker is
-written, and when every partition is done the outputs get ``_SUCCESS``.
+One asyncio process (uvloop) per group of partitions. Every stage is joined by
+a bounded queue, so memory stays flat however long the fetchlist is. A
+partition is committed part by part; when every entry of it is recorded its
+``_done-NNNNN`` marker is written, and when every partition is done the
+outputs get ``_SUCCESS``. A fetch cut off (killed, or stopped through ``stop``)
+is resumed by running it again: URLs already committed are skipped.
+
+Nothing disappears silently: an entry that is not fetched (robots, a blocked
+queue, the time limit) still gets a fetcher row with its reason, and
+``fetch.done`` counts them by reason.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow.parquet as pq
 import structlog
 
-from crawler.config import CrawlerConfig
+from crawler.config import CrawlerConfig, FetcherConfig
 from crawler.errors import CrawlerError, FetchError, PluginNotFound
-from crawler.fetcher.events import FetchDone, FetchObserver, FetchProgress, NullObserver
+from crawler.fetcher.events import FetchDone, FetchObserver, NullObserver
 from crawler.fetcher.hostqueue import FetchQueues, HostQueue
 from crawler.fetcher.outcome import status_for_error, status_for_http
+from crawler.fetcher.progress import Counters, ProgressReporter, use_progress_bar
+from crawler.fetcher.queuekey import queue_key_for
 from crawler.fetcher.records import fetch_row, parse_rows
-from crawler.fetcher.robots import RobotsCache
-from crawler.fsutil import atomic_write_text, remove_tree
+from crawler.fetcher.redirects import RedirectPolicy
+from crawler.fetcher.resume import OUTPUTS, clear_leftovers, committed_urls
+from crawler.fetcher.robots import RobotsCache, RobotsRules
+from crawler.fsutil import atomic_write_text
 from crawler.models import FetchStatus
 from crawler.parsers.dispatch import ParserDispatch
 from crawler.protocols.base import PROTOCOLS, Protocol, Response
 from crawler.segments.layout import Segment
 from crawler.segments.writer import PartitionWriter
-from crawler.urls.normalize import InvalidUrl, normalize
+from crawler.urls.normalize import InvalidUrl
 
-OUTPUTS = ("fetcher", "content", "parse_text", "parse_data")
-PROGRESS_EVERY = 10.0
+# Failures that say "this host is in trouble" (they count towards max_exceptions_per_queue).
+_HOST_FAILURES = ("dns", "connect", "timeout")
+_BACKOFF_STATUSES = (429, 503)
 
 
 @dataclass(slots=True)
@@ -42,7 +55,10 @@ class FetchReport:
     fetched: int = 0
     bytes: int = 0
     by_status: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)  # reason -> entries recorded without a fetch
+    skipped: int = 0  # entries already recorded: committed by a cut-off run, or reached by a redirect
     elapsed: float = 0.0
+    stopped: bool = False
 
 
 def fetchlist_partitions(segment: Segment) -> list[int]:
@@ -53,33 +69,46 @@ def done_marker(segment: Segment, partition: int) -> Any:
     return segment.dir("fetcher") / f"_done-{partition:05d}"
 
 
-def reset_partition(segment: Segment, partition: int) -> None:
-    """Drop the parts of a cut-off fetch of this partition, so it is redone whole."""
-    prefix = f"part-{partition:05d}-"
-    for output in OUTPUTS:
-        folder = segment.dir(output)
-        if folder.is_dir():
-            for path in folder.iterdir():
-                if path.name.startswith(prefix) or path.name.startswith(".tmp-"):
-                    remove_tree(path)
+def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
+    """Retry-After as seconds: delta-seconds or an HTTP date (RFC 9110 10.2.3); None if absent or bad."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
 class Fetcher:
     def __init__(self, cfg: CrawlerConfig, segment: Segment, log: Any, *,
                  stop: asyncio.Event | None = None, observer: FetchObserver | None = None) -> None:
         self.cfg = cfg
+        self.fetcher_cfg = cfg.fetcher
         self.stop = stop or asyncio.Event()
         self.observer = observer or NullObserver()
         self.segment = segment
         self.log = log.bind(segment=segment.name)
         self.protocols: dict[str, Protocol] = {}
-        self.robots = RobotsCache(self.protocol_for)
+        self.robots = RobotsCache(self.protocol_for, self.log, agent=cfg.http.agent_name, ttl=cfg.robots.cache_ttl)
+        self.redirects = RedirectPolicy(cfg)
         self.parsers = ParserDispatch(cfg) if cfg.fetcher.parse else None
+        self.queue_key = queue_key_for(cfg)
         workers = cfg.fetcher.concurrency
-        self.queues = FetchQueues(cfg.fetcher, workers, max_queued=max(1000, workers * 20))
+        self.queues = FetchQueues(cfg.fetcher, workers, max_queued=max(1000, workers * 20), on_drop=self._drop)
         self.writers: dict[int, PartitionWriter] = {}
         self.report = FetchReport(segment.name, [])
+        self.counters = Counters()
         self.agent = cfg.http.agent_name
+        self.expired = False  # fetcher.time_limit reached: the rest is recorded, not fetched
+        self._committed: dict[int, set[str]] = {}
+        self._workers: list[asyncio.Task[None]] = []
+        self._task_group: asyncio.TaskGroup | None = None
 
     def protocol_for(self, url: str) -> Protocol:
         scheme = url.split(":", 1)[0].lower()
@@ -96,101 +125,140 @@ class Fetcher:
             self.protocols[scheme] = protocol
         return protocol
 
-    async def run(self, partitions: list[int] | None = None) -> FetchReport:
-        started = time.monotonic()
+    def reconfigure(self, fetcher_cfg: FetcherConfig) -> None:
+        """Apply concurrency, per-host concurrency and delays live (the daemon calls this on SIGHUP)."""
+        old = self.fetcher_cfg.concurrency
+        self.fetcher_cfg = fetcher_cfg
+        self.queues.reconfigure(fetcher_cfg)
+        change = fetcher_cfg.concurrency - old
+        if change > 0 and self._task_group is not None:
+            self.queues.add_workers(change)
+            self._workers += [self._task_group.create_task(self._work(len(self._workers) + i))
+                              for i in range(change)]
+        elif change < 0 and self._task_group is not None:
+            self._task_group.create_task(self.queues.remove_workers(-change))
+        self.log.info("fetch.reconfigured", concurrency=fetcher_cfg.concurrency,
+                      per_host_concurrency=fetcher_cfg.per_host_concurrency, min_delay=fetcher_cfg.min_delay)
+
+    def _prepare(self, partitions: list[int] | None) -> tuple[list[int], list[int]]:
         available = fetchlist_partitions(self.segment)
         wanted = [p for p in (available if partitions is None else partitions) if p in available]
         todo = [p for p in wanted if not done_marker(self.segment, p).exists()]
-        self.report.partitions = todo
         for output in OUTPUTS:
             self.segment.dir(output).mkdir(parents=True, exist_ok=True)
         for partition in todo:
-            reset_partition(self.segment, partition)
+            removed = clear_leftovers(self.segment, partition)
+            committed = committed_urls(self.segment, partition)
+            if committed or removed:
+                self.log.info("fetch.resume", partition=partition, committed=len(committed), removed=removed)
+            self._committed[partition] = committed
             self.writers[partition] = PartitionWriter(
-                self.segment, partition, self.cfg.fetcher.commit_records, self.cfg.fetcher.commit_interval
+                self.segment, partition, self.fetcher_cfg.commit_records, self.fetcher_cfg.commit_interval
             )
-        self.log.info("fetch.start", partitions=todo, skipped=[p for p in wanted if p not in todo])
+        return available, todo
+
+    async def run(self, partitions: list[int] | None = None) -> FetchReport:
+        started = time.monotonic()
+        available, todo = self._prepare(partitions)
+        self.report.partitions = todo
+        total = sum(pq.ParquetFile(self._fetchlist(p)).metadata.num_rows for p in todo)
+        total -= sum(len(c) for c in self._committed.values())
+        self.log.info("fetch.start", partitions=todo, entries=total,
+                      skipped=[p for p in available if p not in todo and (partitions is None or p in partitions)])
+        reporter = ProgressReporter(
+            self.segment.name, self.counters, self._queue_state,
+            interval=self.fetcher_cfg.progress_interval, stuck_after=2 * self.cfg.http.timeout.total + 5,
+            total=max(total, 0), log=self.log, observer=self.observer, bar=use_progress_bar(self.cfg.log.format),
+        )
         try:
             async with asyncio.TaskGroup() as tg:
+                self._task_group = tg
                 tg.create_task(self._read(todo))
                 dispatcher = tg.create_task(self.queues.dispatch())
-                workers = [tg.create_task(self._work()) for _ in range(self.cfg.fetcher.concurrency)]
-                progress = tg.create_task(self._progress(started))
-                watcher = tg.create_task(self._watch_stop())
+                self._workers = [tg.create_task(self._work(i)) for i in range(self.fetcher_cfg.concurrency)]
+                helpers = [tg.create_task(reporter.run()), tg.create_task(self._watch_stop())]
+                if self.fetcher_cfg.time_limit > 0:
+                    helpers.append(tg.create_task(self._time_limit(self.fetcher_cfg.time_limit)))
                 await dispatcher
-                await asyncio.gather(*workers)
-                progress.cancel()
-                watcher.cancel()
+                while self._workers:  # reconfigure may add workers while we wait
+                    await self._workers.pop()
+                for helper in helpers:
+                    helper.cancel()
         finally:
+            self._task_group = None
             for protocol in set(self.protocols.values()):
                 await protocol.aclose()
+            await self.queue_key.aclose()
         for writer in self.writers.values():
             await writer.commit()
+        self.report.elapsed = time.monotonic() - started
         if self.stop.is_set():
             # Entries never fetched stay in the fetchlist: the partition is not done, a rerun resumes it.
-            self.log.info("fetch.stopped", fetched=self.report.fetched)
-            self.report.elapsed = time.monotonic() - started
+            self.report.stopped = True
+            self.log.info("fetch.stopped", fetched=self.report.fetched, dropped=self.report.dropped)
             return self.report
         for partition in self.writers:
             atomic_write_text(done_marker(self.segment, partition), "")
         if all(done_marker(self.segment, p).exists() for p in available):
             for output in OUTPUTS:
                 self.segment.mark_done(output)
-        self.report.elapsed = time.monotonic() - started
         self.log.info("fetch.done", fetched=self.report.fetched, bytes=self.report.bytes,
-                      by_status=self.report.by_status, elapsed_s=round(self.report.elapsed, 3))
+                      by_status=self.report.by_status, dropped=self.report.dropped, skipped=self.report.skipped,
+                      errors=dict(self.counters.errors), elapsed_s=round(self.report.elapsed, 3))
         return self.report
+
+    def _fetchlist(self, partition: int) -> Any:
+        return self.segment.dir("fetchlist") / f"part-{partition:05d}.parquet"
+
+    def _queue_state(self) -> tuple[int, int, int, int]:
+        q = self.queues
+        return q.in_flight, q.queued, len(q.hosts), q.waiting_hosts()
 
     async def _read(self, partitions: list[int]) -> None:
         try:
             for partition in partitions:
-                path = self.segment.dir("fetchlist") / f"part-{partition:05d}.parquet"
-                reader = pq.ParquetFile(path)
+                committed = self._committed.pop(partition, set())
+                reader = pq.ParquetFile(self._fetchlist(partition))
                 for batch in reader.iter_batches(batch_size=1000):
                     for entry in batch.to_pylist():
                         if self.stop.is_set():
                             return
-                        await self.queues.put(self._queue_key(entry), entry)
+                        if entry["url"] in committed:
+                            self.report.skipped += 1
+                            continue
+                        if self.expired:
+                            self._drop(entry, "time_limit")
+                            continue
+                        await self.queues.put(await self.queue_key.key(entry["host"]), entry)
+                if self.report.skipped:
+                    self.log.info("fetch.skipped_committed", partition=partition, entries=self.report.skipped)
         finally:
             self.queues.finish_feeding()
 
     async def _watch_stop(self) -> None:
         await self.stop.wait()
         self.queues.finish_feeding()
-        for hq in list(self.queues.hosts.values()):
-            self.queues.drop_host(hq)
+        self.queues.drop_all()
 
-    def _queue_key(self, entry: dict[str, Any]) -> str:
-        # queue_mode ip/domain arrive with "Fetcher in depth"; until then every mode queues by host.
-        return entry["host"]
+    async def _time_limit(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        self.expired = True
+        self.log.warning("fetch.time_limit", seconds=seconds, queued=self.queues.queued)
+        for entry in self.queues.drop_all():
+            self._drop(entry, "time_limit")
 
-    async def _progress(self, started: float) -> None:
-        last_count, last_bytes, last_time = 0, 0, started
-        while True:
-            await asyncio.sleep(PROGRESS_EVERY)
-            now = time.monotonic()
-            span = max(now - last_time, 1e-9)
-            event = FetchProgress(
-                segment=self.segment.name,
-                pages_per_second=round((self.report.fetched - last_count) / span, 2),
-                bytes_per_second=round((self.report.bytes - last_bytes) / span),
-                in_flight=self.queues.in_flight,
-                queued=self.queues.queued,
-                active_hosts=len(self.queues.hosts),
-                fetched=self.report.fetched,
-            )
-            self.observer.progress(event)
-            self.log.info("fetch.progress", pages_per_second=event.pages_per_second,
-                          bytes_per_second=event.bytes_per_second, in_flight=event.in_flight,
-                          queued=event.queued, active_hosts=event.active_hosts, fetched=event.fetched)
-            last_count, last_bytes, last_time = self.report.fetched, self.report.bytes, now
+    def _drop(self, entry: dict[str, Any], reason: str) -> None:
+        """Record an entry that will not be fetched (retry later) with its reason."""
+        self.report.dropped[reason] = self.report.dropped.get(reason, 0) + 1
+        self._record(entry, fetch_row(entry, FetchStatus.RETRY, reason=reason))
 
-    async def _work(self) -> None:
+    async def _work(self, worker: int) -> None:
         while True:
             item = await self.queues.ready.get()
             if item is None:
                 return
             hq, entry = item
+            self.counters.in_flight[worker] = (entry["url"], time.monotonic())
             try:
                 with structlog.contextvars.bound_contextvars(url=entry["url"]):
                     await self._process(hq, entry)
@@ -198,6 +266,7 @@ class Fetcher:
                 self.log.exception("fetch.bug", url=entry["url"], error=repr(exc))
                 self._record(entry, fetch_row(entry, FetchStatus.FAILED, reason=f"internal error: {exc!r}"))
             finally:
+                self.counters.in_flight.pop(worker, None)
                 self.queues.release(hq)
             writer = self.writers[entry["partition"]]
             if writer.due():
@@ -205,6 +274,12 @@ class Fetcher:
 
     async def _process(self, hq: HostQueue, entry: dict[str, Any]) -> None:
         url = entry["url"]
+        if self.expired:
+            self._drop(entry, "time_limit")
+            return
+        if not self.redirects.take(entry):
+            self.report.skipped += 1  # its row was written when a redirect reached it
+            return
         try:
             protocol = self.protocol_for(url)
         except PluginNotFound:
@@ -214,15 +289,17 @@ class Fetcher:
         if not hq.robots_checked:
             hq.robots_checked = True
             delay = rules.crawl_delay(self.agent)
-            if delay is not None and delay > self.cfg.fetcher.max_crawl_delay:
+            if delay is not None and delay > self.fetcher_cfg.max_crawl_delay:
                 self.log.warning("robots.crawl_delay_over_cap", host=hq.key, crawl_delay=delay)
-                for dropped in [entry, *self.queues.drop_host(hq)]:
-                    self._record(dropped, fetch_row(dropped, FetchStatus.RETRY, reason="crawl_delay_over_cap"))
+                self._drop(entry, "crawl_delay_over_cap")
+                self.queues.block(hq, "crawl_delay_over_cap")
                 return
             if delay is not None:
-                self.queues.set_delay(hq, delay)
+                self.queues.set_crawl_delay(hq, delay)
         if rules.unavailable:
-            self._record(entry, fetch_row(entry, FetchStatus.RETRY, reason=rules.reason))
+            # Disallow all until a later round; waiting out the delay for each entry would gain nothing.
+            self._drop(entry, rules.reason)
+            self.queues.block(hq, rules.reason)
             return
         if not rules.allowed(url, self.agent):
             self.log.debug("robots.denied")
@@ -231,10 +308,43 @@ class Fetcher:
         try:
             response = await protocol.fetch(url, self._conditional_headers(entry))
         except FetchError as exc:
+            self.counters.errors[exc.kind] = self.counters.errors.get(exc.kind, 0) + 1
             self.log.info("fetch.error", kind=exc.kind, error=str(exc))
-            self._record(entry, fetch_row(entry, status_for_error(exc.kind), reason=f"{exc.kind}: {exc}"))
+            self._record(entry, fetch_row(entry, status_for_error(exc.kind), reason=f"{exc.kind}: {exc}"),
+                         error_kind=exc.kind)
+            if exc.kind in _HOST_FAILURES:
+                self._host_failed(hq, exc.kind)
             return
-        self._record_response(entry, response)
+        self.queues.adapt(hq, response.elapsed)
+        if response.status in _BACKOFF_STATUSES:
+            self._slow_down(hq, response)
+        else:
+            hq.failures = 0
+        await self._record_response(entry, response, rules)
+
+    def _host_failed(self, hq: HostQueue, kind: str) -> None:
+        """Repeated failures back a host off, and past the cap drop the rest of its queue."""
+        hq.failures += 1
+        cap = self.fetcher_cfg.max_exceptions_per_queue
+        if cap and hq.failures >= cap:
+            self.log.warning("fetch.queue_dropped", host=hq.key, failures=hq.failures, last=kind)
+            self.queues.block(hq, f"max_exceptions_per_queue ({cap}), last: {kind}")
+            return
+        self.queues.back_off(hq, min(self.fetcher_cfg.max_delay, max(hq.delay, 0.5) * 2 ** (hq.failures - 1)))
+
+    def _slow_down(self, hq: HostQueue, response: Response) -> None:
+        """429/503: wait what Retry-After asks (or back off), or give up on the host if it asks too much."""
+        kind = f"http_{response.status}"
+        self.counters.errors[kind] = self.counters.errors.get(kind, 0) + 1
+        wait = retry_after_seconds(response.header("Retry-After"))
+        if wait is None:
+            self._host_failed(hq, kind)
+        elif wait > self.fetcher_cfg.max_crawl_delay:
+            self.log.warning("fetch.retry_after_over_cap", host=hq.key, retry_after=wait)
+            self.queues.block(hq, "retry_after_over_cap")
+        else:
+            self.log.info("fetch.retry_after", host=hq.key, retry_after=wait)
+            self.queues.back_off(hq, wait)
 
     def _conditional_headers(self, entry: dict[str, Any]) -> dict[str, str]:
         headers = {}
@@ -245,16 +355,21 @@ class Fetcher:
             headers["If-Modified-Since"] = modified.strftime("%a, %d %b %Y %H:%M:%S GMT")
         return headers
 
-    def _record_response(self, entry: dict[str, Any], response: Response) -> None:
+    async def _record_response(self, entry: dict[str, Any], response: Response, rules: RobotsRules) -> None:
         location = response.header("Location")
         status = status_for_http(response.status, bool(location))
         redirect = None
         reason = f"{response.status} {response.reason}".strip()
+        hop = None
         if status in (FetchStatus.REDIRECT_PERM, FetchStatus.REDIRECT_TEMP):
             try:
-                redirect = normalize(location or "", base=entry["url"])
+                redirect = self.redirects.target(location, entry["url"])
             except InvalidUrl as exc:
                 status, reason = FetchStatus.GONE, f"redirect to an invalid URL: {exc}"
+            else:
+                hop, not_followed = self.redirects.hop(entry, redirect)
+                if hop is None:
+                    reason += f"; not followed: {not_followed}"
         row = fetch_row(entry, status, reason=reason, response=response, redirect_url=redirect)
         parse_text = parse_data = None
         if status == FetchStatus.SUCCESS and self.parsers is not None:
@@ -264,23 +379,35 @@ class Fetcher:
                 self.log.warning("parse.error", error=str(exc))
             else:
                 parse_text, parse_data = parse_rows(entry["url"], parsed)
+                if parsed.status == "success" and rules.sitemaps:
+                    # robots.txt Sitemap: lines reach updatedb as outlinks of the host's first parsed page.
+                    parse_data["outlinks"] += [{"url": u, "anchor": "sitemap"} for u in rules.sitemaps]
+                    rules.sitemaps = []
         self._record(entry, row, response, parse_text, parse_data)
+        if hop is not None:
+            # Pushed before this entry is released, so the dispatcher cannot finish in between.
+            self.queues.push(await self.queue_key.key(hop["host"]), hop)
+
 
     def _record(self, entry: dict[str, Any], row: dict[str, Any], response: Response | None = None,
-                parse_text: dict[str, Any] | None = None, parse_data: dict[str, Any] | None = None) -> None:
+                parse_text: dict[str, Any] | None = None, parse_data: dict[str, Any] | None = None,
+                error_kind: str | None = None) -> None:
+        row["redirect_source"] = entry.get("redirect_source")
+        row["redirect_hop"] = entry.get("redirect_hop")
         self.writers[entry["partition"]].add(row, response, parse_text, parse_data)
         self.report.fetched += 1
+        self.counters.fetched += 1
         self.report.by_status[row["status"]] = self.report.by_status.get(row["status"], 0) + 1
         nbytes = len(response.raw_body) if response is not None else 0
         self.report.bytes += nbytes
-        reason = row["reason"] or ""
+        self.counters.bytes += nbytes
         self.observer.fetch_done(FetchDone(
             url=row["url"], host=row["host"], status=row["status"], http_status=row["http_status"],
-            error_kind=reason.split(":", 1)[0] if response is None and ":" in reason else None,
-            bytes=nbytes, elapsed=(row["elapsed_ms"] or 0) / 1000,
+            error_kind=error_kind, bytes=nbytes, elapsed=(row["elapsed_ms"] or 0) / 1000,
         ))
-        self.log.debug("fetch.done", status=row["status"], http_status=row["http_status"],
-                       elapsed_ms=row["elapsed_ms"])
+        self.log.debug("fetch.url", url=row["url"], host=row["host"], status=row["status"],
+                       http_status=row["http_status"], bytes=nbytes, elapsed_ms=row["elapsed_ms"],
+                       reason=row["reason"] or None)
 
 
 async def fetch_segment(cfg: CrawlerConfig, segment: Segment, log: Any, partitions: list[int] | None = None,

@@ -22,7 +22,11 @@ def connect(cfg: JobsConfig) -> duckdb.DuckDBPyConnection:
         con.execute(f"SET threads = {int(cfg.threads)}")
     if cfg.memory_limit:
         con.execute("SET memory_limit = ?", [cfg.memory_limit])
+    if cfg.temp_dir:
+        con.execute("SET temp_directory = ?", [cfg.temp_dir])
     con.execute("SET preserve_insertion_order = false")
+    # DuckDB draws its own bar on stdout after 2 s of a query: stdout is for results only.
+    con.execute("SET enable_progress_bar = false")
     return con
 
 
@@ -68,7 +72,22 @@ def parquet_source(files: list[Path] | list[str], schema: pa.Schema) -> str:
         nulls = ", ".join(f"CAST(NULL AS {duck_type(f.type)}) AS {f.name}" for f in schema)
         return f"(SELECT {nulls} WHERE false)"
     listed = ", ".join(sql_string(str(f)) for f in files)
-    return f"(SELECT {typed_columns(schema)} FROM read_parquet([{listed}], union_by_name = true))"
+    present = _columns_in(files)
+    # Columns added to a schema later (nullable, DESIGN 2) are NULL in parts written before.
+    columns = ", ".join(
+        f"CAST({f.name if f.name in present else 'NULL'} AS {duck_type(f.type)}) AS {f.name}" for f in schema
+    )
+    return f"(SELECT {columns} FROM read_parquet([{listed}], union_by_name = true))"
+
+
+def _columns_in(files: list[Path] | list[str]) -> set[str]:
+    names: set[str] = set()
+    for file in files:
+        try:
+            names.update(pq.read_schema(file).names)
+        except (OSError, pa.ArrowException):
+            continue  # unreadable: DuckDB's read then fails naming the file
+    return names
 
 
 def arrow_batches(con: duckdb.DuckDBPyConnection, query: str, batch: int = 100_000) -> pa.RecordBatchReader:

@@ -1,11 +1,16 @@
 """generate: pick the best due URLs into a new segment's fetchlist, partitioned by host.
 
-A page is due when its ``next_fetch`` has passed (gone pages are due again after
-``db.max_interval``) and it is not a duplicate. URLs already handed out in a
-fetchlist that no webdb version has merged yet are left out, so overlapping
-rounds (a generate while the last segment is still being fetched) never fetch
-a URL twice. The best ``generate.top_n`` by score are taken, at most
-``generate.max_per_host`` from one host.
+A page is due when its ``next_fetch`` has passed and it is not a duplicate.
+Gone pages (404/410, robots-denied, out of retries) are left out until then:
+updatedb sets their ``next_fetch`` to the fetch time plus ``db.max_interval``,
+so they never come back within the normal refetch interval, and come back once
+after that long, as DESIGN 6a asks (a page may return, a robots.txt may
+change). URLs already handed out in a fetchlist that no webdb version has
+merged yet are left out, so overlapping rounds (a generate while the last
+segment is still being fetched) never fetch a URL twice; this reads only the
+small fetchlists, never rewriting the webdb. The best ``generate.top_n`` by
+score are taken, at most ``generate.max_per_host`` per host, registered domain
+or IP (``generate.count_mode``, see ``count_keys.py``).
 
 Each host lands in exactly one partition (first 8 bytes of MD5(host) mod
 ``generate.partitions``, computed in SQL the same way as
@@ -26,14 +31,17 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from crawler.config import CrawlerConfig
 from crawler.errors import StorageError
 from crawler.fsutil import remove_tree
+from crawler.jobs.count_keys import count_keys
 from crawler.jobs.engine import connect, copy_to_parquet, parquet_source, typed_columns, utc_naive
+from crawler.jobs.progress import JobProgress
 from crawler.models import FETCHLIST, PAGES, DbStatus
 from crawler.segments.layout import Segment, create_segment, list_segments, part_name
-from crawler.webdb.store import VersionedStore
+from crawler.webdb.store import Version, VersionedStore
 
 
 @dataclass
@@ -58,60 +66,95 @@ def pending_fetchlists(segments_dir: Path, merged: list[str]) -> list[Path]:
     return parts
 
 
-def generate(cfg: CrawlerConfig, log: Any, now: datetime | None = None) -> GenerateReport:
+def generate(cfg: CrawlerConfig, log: Any, now: datetime | None = None, *,
+             exclude_hosts: set[str] | None = None) -> GenerateReport:
+    """``exclude_hosts``: hosts left out, e.g. those a running fetch still holds (the daemon's overlap)."""
     store = VersionedStore(cfg.crawl_path / "webdb")
     version = store.require_current()
     segments_dir = cfg.crawl_path / "segments"
-    gen = cfg.generate
     con = connect(cfg.jobs)
     try:
-        pages = parquet_source(sorted((version.path / "pages").glob("*.parquet")), PAGES)
-        handed_out = parquet_source(pending_fetchlists(segments_dir, version.merged_segments), FETCHLIST)
-        per_host = f"WHERE host_rank <= {int(gen.max_per_host)}" if gen.max_per_host else ""
-        con.execute(
-            f"""CREATE TEMP TABLE selected AS
-            WITH due AS (
-                SELECT p.* FROM {pages} p
-                WHERE p.next_fetch <= ? AND p.status <> '{DbStatus.DUPLICATE}'
-                  AND NOT EXISTS (SELECT 1 FROM {handed_out} h WHERE h.url = p.url)
-            ),
-            ranked AS (
-                SELECT *, row_number() OVER (PARTITION BY host ORDER BY score DESC, url) AS host_rank FROM due
-            ),
-            top AS (
-                SELECT * FROM ranked {per_host} ORDER BY score DESC, url LIMIT {int(gen.top_n)}
-            )
-            SELECT *, {partition_sql("host", gen.partitions)} AS partition,
-                   status AS db_status, md5(host) AS host_hash
-            FROM top""",
-            [utc_naive(now)],
-        )
-        selected = con.execute("SELECT count(*) FROM selected").fetchall()[0][0]
-        if not selected:
-            log.info("generate.empty", version=version.number)
-            return GenerateReport(None, 0, 0)
-        used = [
-            row[0] for row in con.execute("SELECT DISTINCT partition FROM selected ORDER BY 1").fetchall()
-        ]
-        segment = create_segment(segments_dir)
-        try:
-            folder = segment.dir("fetchlist")
-            folder.mkdir()
-            for p in used:
-                copy_to_parquet(
-                    con,
-                    f"SELECT {typed_columns(FETCHLIST)} FROM selected WHERE partition = {int(p)}"
-                    " ORDER BY host_rank, host_hash, url",
-                    folder / part_name(p),
-                    FETCHLIST,
-                )
-            segment.mark_done("fetchlist")
-        except BaseException:
-            remove_tree(segment.path)
-            raise
+        with JobProgress("generate", 3, log) as progress:
+            selected = _select(con, cfg, version, segments_dir, now, progress, exclude_hosts)
+            if not selected:
+                log.info("generate.empty", version=version.number)
+                return GenerateReport(None, 0, 0)
+            progress.step("write fetchlist")
+            segment, used = _write_fetchlist(con, segments_dir)
     except duckdb.Error as exc:
         raise StorageError(f"generate: {str(exc).splitlines()[0]}") from exc
     finally:
         con.close()
     log.info("generate.done", segment=str(segment.path), selected=selected, partitions=len(used))
     return GenerateReport(segment, selected, len(used))
+
+
+def _select(
+    con: duckdb.DuckDBPyConnection,
+    cfg: CrawlerConfig,
+    version: Version,
+    segments_dir: Path,
+    now: datetime | None,
+    progress: JobProgress,
+    exclude_hosts: set[str] | None = None,
+) -> int:
+    """Table ``selected``: the fetchlist entries with partition and ordering columns; returns their count."""
+    gen = cfg.generate
+    pages = parquet_source(sorted((version.path / "pages").glob("*.parquet")), PAGES)
+    handed_out = parquet_source(pending_fetchlists(segments_dir, version.merged_segments), FETCHLIST)
+    per_key = f"WHERE key_rank <= {int(gen.max_per_host)}" if gen.max_per_host else ""
+    keys_join, count_key = "", "p.host"
+    if gen.max_per_host and gen.count_mode != "host":
+        progress.step(f"map hosts to {gen.count_mode}")
+        hosts = [row[0] for row in con.execute(f"SELECT DISTINCT host FROM {pages}").fetchall()]
+        con.register("host_keys", pa.table({"host": hosts, "count_key": count_keys(hosts, cfg)}))
+        keys_join, count_key = "LEFT JOIN host_keys k ON k.host = p.host", "coalesce(k.count_key, p.host)"
+    excluded = ""
+    if exclude_hosts:
+        con.register("excluded_hosts", pa.table({"host": sorted(exclude_hosts)}, schema=pa.schema([PAGES.field("host")])))
+        excluded = "AND p.host NOT IN (SELECT host FROM excluded_hosts)"
+    progress.step("select due pages")
+    con.execute(
+        f"""CREATE TEMP TABLE selected AS
+        WITH due AS (
+            SELECT p.*, {count_key} AS count_key FROM {pages} p {keys_join}
+            WHERE p.next_fetch <= ? AND p.status <> '{DbStatus.DUPLICATE}'
+              AND NOT EXISTS (SELECT 1 FROM {handed_out} h WHERE h.url = p.url) {excluded}
+        ),
+        keyed AS (
+            SELECT *, row_number() OVER (PARTITION BY count_key ORDER BY score DESC, url) AS key_rank FROM due
+        ),
+        top AS (
+            SELECT * FROM keyed {per_key} ORDER BY score DESC, url LIMIT {int(gen.top_n)}
+        ),
+        ranked AS (
+            SELECT *, row_number() OVER (PARTITION BY host ORDER BY score DESC, url) AS host_rank FROM top
+        )
+        SELECT *, {partition_sql("host", gen.partitions)} AS partition,
+               status AS db_status, md5(host) AS host_hash
+        FROM ranked""",
+        [utc_naive(now)],
+    )
+    return int(con.execute("SELECT count(*) FROM selected").fetchall()[0][0])
+
+
+def _write_fetchlist(con: duckdb.DuckDBPyConnection, segments_dir: Path) -> tuple[Segment, list[int]]:
+    """A new segment with one fetchlist part per used partition, hosts interleaved within each."""
+    used = [row[0] for row in con.execute("SELECT DISTINCT partition FROM selected ORDER BY 1").fetchall()]
+    segment = create_segment(segments_dir)
+    try:
+        folder = segment.dir("fetchlist")
+        folder.mkdir()
+        for p in used:
+            copy_to_parquet(
+                con,
+                f"SELECT {typed_columns(FETCHLIST)} FROM selected WHERE partition = {int(p)}"
+                " ORDER BY host_rank, host_hash, url",
+                folder / part_name(p),
+                FETCHLIST,
+            )
+        segment.mark_done("fetchlist")
+    except BaseException:
+        remove_tree(segment.path)
+        raise
+    return segment, used

@@ -1,9 +1,10 @@
 """inject: add seed URLs to the crawl database, as new ``unfetched`` pages due now.
 
 Seeds are a file or a folder of files with one URL per line (``#`` comments and
-blank lines skipped). Every URL is normalized; a line that is not a valid URL is
-reported with its file and line number and skipped, so one typo loses nothing
-else. A URL the webdb already knows keeps all its state: injecting the same
+blank lines skipped). Every URL is normalized and passed through the ``urls.*``
+filters; a line that is not a valid URL, or that the filters reject, is
+reported with its file, line number and reason and skipped, so one typo loses
+nothing else. New pages start with ``db.score_injected``. A URL the webdb already knows keeps all its state: injecting the same
 seeds again (as ``crawl`` does after a crash) changes nothing.
 
 The live version is never rewritten: its part files are immutable, so the next
@@ -28,6 +29,7 @@ from crawler.errors import UsageError, WebDbError
 from crawler.jobs.engine import connect, copy_to_parquet, parquet_source, typed_columns, utc_naive
 from crawler.models import LINKS, PAGES, DbStatus
 from crawler.segments.layout import part_name
+from crawler.urls.filters import UrlFilters
 from crawler.urls.normalize import InvalidUrl, host_of, normalize
 from crawler.webdb.store import Version, VersionedStore
 
@@ -38,6 +40,7 @@ class InjectReport:
     known: int
     rejected: int
     version: int
+    filtered: int = 0
 
 
 def seed_files(path: Path) -> list[Path]:
@@ -49,10 +52,10 @@ def seed_files(path: Path) -> list[Path]:
     raise UsageError(f"{path}: no such seed file or folder")
 
 
-def read_seeds(path: Path, log: Any) -> tuple[dict[str, str], int]:
-    """Normalized seed URLs (url -> host, first occurrence wins) and the number of rejected lines."""
+def read_seeds(path: Path, log: Any, filters: UrlFilters | None = None) -> tuple[dict[str, str], int, int]:
+    """Normalized seed URLs (url -> host, first occurrence wins), the number of invalid and of filtered lines."""
     seeds: dict[str, str] = {}
-    rejected = 0
+    rejected = filtered = 0
     for file in seed_files(path):
         with open(file, encoding="utf-8", errors="replace") as fh:
             for number, raw in enumerate(fh, start=1):
@@ -65,9 +68,14 @@ def read_seeds(path: Path, log: Any) -> tuple[dict[str, str], int]:
                     rejected += 1
                     log.warning("inject.rejected", file=str(file), line=number, url=line, reason=str(exc))
                     continue
+                reason = filters.check(url) if filters is not None else None
+                if reason is not None:
+                    filtered += 1
+                    log.info("inject.filtered", file=str(file), line=number, url=url, reason=reason)
+                    continue
                 if url not in seeds:
                     seeds[url] = host_of(url)
-    return seeds, rejected
+    return seeds, rejected, filtered
 
 
 def link_parts(source: Path, dest: Path) -> list[Path]:
@@ -85,7 +93,7 @@ def link_parts(source: Path, dest: Path) -> list[Path]:
 
 
 def inject(cfg: CrawlerConfig, path: Path, log: Any) -> InjectReport:
-    seeds, rejected = read_seeds(Path(path), log)
+    seeds, rejected, filtered = read_seeds(Path(path), log, UrlFilters(cfg.urls))
     store = VersionedStore(cfg.crawl_path / "webdb")
     with store.lock():
         current = store.current()
@@ -100,8 +108,10 @@ def inject(cfg: CrawlerConfig, path: Path, log: Any) -> InjectReport:
             con.close()
         number = store.require_current().number
     known = len(seeds) - injected
-    log.info("inject.done", injected=injected, known=known, rejected=rejected, version=number)
-    return InjectReport(injected, known, rejected, number)
+    log.info(
+        "inject.done", injected=injected, known=known, rejected=rejected, filtered=filtered, version=number
+    )
+    return InjectReport(injected, known, rejected, number, filtered)
 
 
 def _select_new(
@@ -118,11 +128,11 @@ def _select_new(
     con.execute(
         f"""CREATE TEMP TABLE new_pages AS
         SELECT s.url, s.host, ? AS status, NULL AS fetch_time, ? AS next_fetch, 0 AS retries,
-               ? AS fetch_interval, 1.0 AS score, NULL AS digest, NULL AS num_outlinks,
+               ? AS fetch_interval, ? AS score, NULL AS digest, NULL AS num_outlinks,
                NULL AS modified_time, NULL AS etag, NULL AS http_status
         FROM seed_arrow s
         WHERE NOT EXISTS (SELECT 1 FROM {parquet_source(_parts(current, "pages"), PAGES)} p WHERE p.url = s.url)""",
-        [DbStatus.UNFETCHED.value, utc_naive(None), float(cfg.db.fetch_interval)],
+        [DbStatus.UNFETCHED.value, utc_naive(None), float(cfg.db.fetch_interval), float(cfg.db.score_injected)],
     )
     return int(con.execute("SELECT count(*) FROM new_pages").fetchall()[0][0])
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -18,7 +19,15 @@ import pyarrow as pa
 
 from crawler.config import CrawlerConfig
 from crawler.errors import UsageError, WebDbError
-from crawler.jobs.engine import connect, copy_to_parquet, iso_sql, iter_dicts, parquet_source, typed_columns
+from crawler.jobs.engine import (
+    connect,
+    copy_to_parquet,
+    iso_sql,
+    iter_dicts,
+    parquet_source,
+    typed_columns,
+    utc_naive,
+)
 from crawler.models import LINKS, PAGES, DbStatus
 from crawler.urls.normalize import InvalidUrl, normalize
 from crawler.webdb.store import Version, VersionedStore
@@ -47,12 +56,16 @@ def _live(cfg: CrawlerConfig) -> Iterator[tuple[Version, duckdb.DuckDBPyConnecti
         con.close()
 
 
-def db_stats(cfg: CrawlerConfig) -> dict[str, Any]:
-    """Version, URL count, count per status (every status, zeros too), score min/avg/max, link count."""
+def db_stats(cfg: CrawlerConfig, now: datetime | None = None) -> dict[str, Any]:
+    """Version, URL count, count per status (every status, zeros too), score min/avg/max, hosts,
+    URLs due now (what generate could select, before per-host limits), link count."""
     with _live(cfg) as (version, con, pages, links):
         counts = dict(con.execute(f"SELECT status, count(*) FROM {pages} GROUP BY status").fetchall())
-        total, low, mean, high = con.execute(
-            f"SELECT count(*), min(score), avg(score), max(score) FROM {pages}"
+        total, low, mean, high, hosts, due = con.execute(
+            f"""SELECT count(*), min(score), avg(score), max(score), count(DISTINCT host),
+                       count(*) FILTER (WHERE next_fetch <= ? AND status <> '{DbStatus.DUPLICATE}')
+                FROM {pages}""",
+            [utc_naive(now)],
         ).fetchall()[0]
         (link_count,) = con.execute(f"SELECT count(*) FROM {links}").fetchall()[0]
     by_status = {str(s): int(counts.pop(str(s), 0)) for s in DbStatus}
@@ -62,27 +75,41 @@ def db_stats(cfg: CrawlerConfig) -> dict[str, Any]:
         "urls": int(total),
         "by_status": by_status,
         "score": {"min": low, "avg": mean, "max": high},
+        "hosts": int(hosts),
+        "due_now": int(due),
         "links": int(link_count),
     }
 
 
-def dump_jsonl(cfg: CrawlerConfig, out: TextIO) -> int:
-    """One JSON object per URL (every page column), sorted by URL; returns the number written."""
+def _status_filter(status: str | None) -> tuple[str, list[str]]:
+    if status is None:
+        return "", []
+    if status not in {str(s) for s in DbStatus}:
+        raise UsageError(f"--status {status}: not a status (one of {', '.join(str(s) for s in DbStatus)})")
+    return "WHERE status = ?", [status]
+
+
+def dump_jsonl(cfg: CrawlerConfig, out: TextIO, status: str | None = None) -> int:
+    """One JSON object per URL (every page column), sorted by URL, only ``status`` if given; returns the count."""
+    where, params = _status_filter(status)
     with _live(cfg) as (_, con, pages, _links):
         written = 0
         for row in iter_dicts(
-            con.execute(f"SELECT {json_columns(PAGES)} FROM {pages} ORDER BY url"), BATCH_ROWS
+            con.execute(f"SELECT {json_columns(PAGES)} FROM {pages} {where} ORDER BY url", params), BATCH_ROWS
         ):
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
             written += 1
         return written
 
 
-def dump_parquet(cfg: CrawlerConfig, out: Path) -> int:
-    """All pages sorted by URL into one Parquet file with the pages schema, written atomically."""
+def dump_parquet(cfg: CrawlerConfig, out: Path, status: str | None = None) -> int:
+    """All pages (only ``status`` if given) sorted by URL into one Parquet file with the pages schema, atomically."""
+    where, params = _status_filter(status)
+    if params:
+        where = f"WHERE status = '{params[0]}'"  # checked against DbStatus above; COPY takes no parameters
     with _live(cfg) as (_, con, pages, _links):
         return copy_to_parquet(
-            con, f"SELECT {typed_columns(PAGES)} FROM {pages} ORDER BY url", Path(out), PAGES
+            con, f"SELECT {typed_columns(PAGES)} FROM {pages} {where} ORDER BY url", Path(out), PAGES
         )
 
 

@@ -20,12 +20,13 @@ import duckdb
 from crawler.config import CrawlerConfig, JobsConfig
 from crawler.errors import SegmentError
 from crawler.jobs.engine import connect, iso_sql, iter_dicts, parquet_source
-from crawler.models import FETCHER, FETCHLIST, PARSE_DATA, PARSE_TEXT
+from crawler.models import FETCHER, FETCHLIST, PARSE_DATA, PARSE_TEXT, FetchStatus
 from crawler.segments.layout import Segment, list_segments
 from crawler.urls.normalize import InvalidUrl, normalize
 from crawler.webdb.store import VersionedStore
 
 BATCH_ROWS = 2_000
+_NOT_FAILED = (FetchStatus.SUCCESS, FetchStatus.NOTMODIFIED, FetchStatus.REDIRECT_PERM, FetchStatus.REDIRECT_TEMP)
 
 
 @contextmanager
@@ -47,8 +48,19 @@ def _count(con: duckdb.DuckDBPyConnection, seg: Segment, output: str, schema: An
     return int(con.execute(f"SELECT count(*) FROM {parquet_source(parts, schema)}").fetchall()[0][0])
 
 
+def _failed(con: duckdb.DuckDBPyConnection, seg: Segment) -> int:
+    """Fetch records that brought no page: gone, robots-denied, retry or failed."""
+    parts = seg.parts("fetcher")
+    if not parts:
+        return 0
+    ok = ", ".join(f"'{s}'" for s in _NOT_FAILED)
+    query = f"SELECT count(*) FROM {parquet_source(parts, FETCHER)} WHERE status NOT IN ({ok})"
+    return int(con.execute(query).fetchall()[0][0])
+
+
 def segment_summaries(cfg: CrawlerConfig) -> list[dict[str, Any]]:
-    """Every segment under ``segments/``, oldest first: name, path, state, merged and record counts."""
+    """Every segment under ``segments/``, oldest first: name, path, state, merged and record counts
+    (generated = fetchlist entries, fetched = fetch records, parsed, failed = fetches that brought no page)."""
     version = VersionedStore(cfg.crawl_path / "webdb").current()
     merged = set(version.merged_segments if version else [])
     with _engine(cfg.jobs, str(cfg.crawl_path / "segments")) as con:
@@ -61,6 +73,7 @@ def segment_summaries(cfg: CrawlerConfig) -> list[dict[str, Any]]:
                 "fetchlist": _count(con, seg, "fetchlist", FETCHLIST),
                 "fetched": _count(con, seg, "fetcher", FETCHER),
                 "parsed": _count(con, seg, "parse_data", PARSE_DATA),
+                "failed": _failed(con, seg),
             }
             for seg in list_segments(cfg.crawl_path / "segments")
         ]

@@ -5,10 +5,17 @@ fetch_time) decides its new state through the status machine in
 ``webdb/transitions.py``. Pages found by the fetch become new ``unfetched``
 pages due now: the outlinks of successfully fetched pages (the first
 ``db.max_outlinks`` in page order, only same-host ones under
-``db.ignore_external_links``) and the targets of redirects. A new page starts
-with a cheap OPIC-like score: the sum, over the pages linking to it, of the
-linking page's score divided by its number of kept outlinks. The links table
-replaces the outlinks of every page that was fetched and parsed again.
+``db.ignore_external_links``, only those ``urls.*`` filters keep) and the
+targets of redirects.
+
+Scores follow OPIC (Abiteboul et al., as Nutch's OPICScoringFilter): each
+page fetched in these segments hands its score, divided by its number of kept
+outlinks, to every page it links to (a redirect hands on its whole score), and
+a page's score is the cash it ever received: existing pages add it, new pages
+start from it (a fetched URL no one linked to starts at ``db.score_injected``).
+Self-links carry nothing. The next fetch interval comes from the schedule
+(``webdb/schedule.py``), the rest of the page's state from the status table.
+The links table replaces the outlinks of every page fetched and parsed again.
 
 The merge is a handful of SQL statements over the Parquet parts (so it can run
 on Spark over the same layout). It holds the webdb lock and builds the next
@@ -29,8 +36,11 @@ import duckdb
 from crawler.config import CrawlerConfig
 from crawler.errors import SegmentError, StorageError
 from crawler.jobs.engine import connect, copy_to_parquet, parquet_source, sql_string, typed_columns, utc_naive
+from crawler.jobs.progress import JobProgress
 from crawler.models import FETCHER, LINKS, PAGES, PARSE_DATA, DbStatus, FetchStatus
 from crawler.segments.layout import Segment, part_name
+from crawler.urls.filters import check_sql_patterns, filter_sql
+from crawler.webdb.schedule import interval_sql
 from crawler.webdb.store import Version, VersionedStore
 from crawler.webdb.transitions import render_sql
 
@@ -52,7 +62,7 @@ class UpdateReport:
     by_status: dict[str, int] = field(default_factory=dict)
 
 
-def _segment_source(segments: list[Segment], output: str, schema: Any) -> str:
+def segment_source(segments: list[Segment], output: str, schema: Any) -> str:
     """All parts of ``output`` in ``segments`` as one relation with a ``segment`` column."""
     selects = [
         f"SELECT {sql_string(seg.name)} AS segment, * FROM {parquet_source(seg.parts(output), schema)}"
@@ -94,8 +104,9 @@ def updatedb(
         meta["merged_segments"] = (current.merged_segments if current else []) + [s.name for s in chosen]
         con = connect(cfg.jobs)
         try:
-            with store.new_version(meta) as temp:
-                report = _merge(con, cfg, current, chosen, temp, utc_naive(now), log)
+            check_sql_patterns(cfg.urls, con)
+            with JobProgress("updatedb", 7, log) as progress, store.new_version(meta) as temp:
+                report = _merge(con, cfg, current, chosen, temp, utc_naive(now), progress)
         except duckdb.Error as exc:
             raise StorageError(f"updatedb: {str(exc).splitlines()[0]}") from exc
         finally:
@@ -119,64 +130,75 @@ def _merge(
     segments: list[Segment],
     out: Path,
     now: datetime,
-    log: Any,
+    progress: JobProgress,
 ) -> UpdateReport:
     db = cfg.db
+    log = progress.log
     old_pages = parquet_source(_parts(current, "pages"), PAGES)
     old_links = parquet_source(_parts(current, "links"), LINKS)
     redirects = f"('{FetchStatus.REDIRECT_PERM}', '{FetchStatus.REDIRECT_TEMP}')"
 
     # The latest fetch record of each URL, with Last-Modified parsed.
+    progress.step("read fetch records")
     con.execute(f"""CREATE TEMP TABLE fetched AS
         SELECT * EXCLUDE (rn), try_strptime(last_modified, '%a, %d %b %Y %H:%M:%S GMT') AS modified_time
         FROM (SELECT *, row_number() OVER (PARTITION BY url ORDER BY fetch_time DESC NULLS LAST, segment DESC) AS rn
-              FROM {_segment_source(segments, "fetcher", FETCHER)})
+              FROM {segment_source(segments, "fetcher", FETCHER)})
         WHERE rn = 1 AND url IS NOT NULL""")
     # Parse results of those same records (same segment).
+    progress.step("read parse data")
     con.execute(f"""CREATE TEMP TABLE parsed AS
         SELECT f.url, f.status, d.outlinks
         FROM fetched f JOIN (
             SELECT segment, url, outlinks, row_number() OVER (PARTITION BY segment, url) AS rn
-            FROM {_segment_source(segments, "parse_data", PARSE_DATA)}) d
+            FROM {segment_source(segments, "parse_data", PARSE_DATA)}) d
           ON d.segment = f.segment AND d.url = f.url AND d.rn = 1""")
     # Outlinks kept from successfully fetched pages: in page order, deduplicated, filtered, capped.
-    same_host = f"AND {host_sql('to_url')} = {host_sql('from_url')}" if db.ignore_external_links else ""
-    cap = f"WHERE k <= {int(db.max_outlinks)}" if db.max_outlinks else ""
+    progress.step("select outlinks")
+    # Per page, with list functions (no global sort or window over all outlinks, so memory stays
+    # bounded at tens of millions of links): keep valid, filtered links, then the first occurrence
+    # of each target in page order, then the first db.max_outlinks of those.
+    same_host = f"AND {host_sql('o.url')} = {host_sql('url')}" if db.ignore_external_links else ""
+    cap = f"[1:{int(db.max_outlinks)}]" if db.max_outlinks else ""
     con.execute(f"""CREATE TEMP TABLE new_links AS
-        WITH exploded AS (
-            SELECT url AS from_url, o.url AS to_url, o.anchor AS anchor, pos
-            FROM (SELECT url, unnest(outlinks) AS o, generate_subscripts(outlinks, 1) AS pos
-                  FROM parsed WHERE status = '{FetchStatus.SUCCESS}')
+        WITH kept AS (
+            SELECT url, list_filter(outlinks, lambda o: o.url IS NOT NULL AND o.url <> '' {same_host}
+                                               AND {filter_sql(cfg.urls, "o.url")}) AS l
+            FROM parsed WHERE status = '{FetchStatus.SUCCESS}'
         ),
         firsts AS (
-            SELECT *, row_number() OVER (PARTITION BY from_url, to_url ORDER BY pos) AS dup
-            FROM exploded WHERE to_url IS NOT NULL AND to_url <> '' {same_host}
-        ),
-        numbered AS (
-            SELECT *, row_number() OVER (PARTITION BY from_url ORDER BY pos) AS k FROM firsts WHERE dup = 1
+            SELECT url, list_filter(l, lambda o, i: list_position(list_transform(l, lambda y: y.url), o.url) = i){cap}
+                   AS l
+            FROM kept
         )
-        SELECT from_url, to_url, anchor, k FROM numbered {cap}""")
-    # Every edge to a possibly new URL, with the share of its source's score it carries.
+        SELECT url AS from_url, o.url AS to_url, o.anchor AS anchor, fanout
+        FROM (SELECT url, len(l) AS fanout, unnest(l) AS o FROM firsts)""")
+    # Every edge to a possibly new URL, with the OPIC cash its source hands on.
+    progress.step("distribute scores")
     con.execute(f"""CREATE TEMP TABLE edges AS
         WITH e AS (
-            SELECT from_url, to_url, count(*) OVER (PARTITION BY from_url) AS fanout FROM new_links
+            SELECT from_url, to_url, fanout FROM new_links
             UNION ALL
             SELECT url, redirect_url, 1 FROM fetched
             WHERE status IN {redirects} AND redirect_url IS NOT NULL AND redirect_url <> ''
+              AND {filter_sql(cfg.urls, "redirect_url")}
         )
-        SELECT e.to_url, coalesce(p.score, 1.0) / e.fanout AS share
+        SELECT e.from_url, e.to_url,
+               CASE WHEN e.to_url = e.from_url THEN 0.0
+                    ELSE coalesce(p.score, {float(db.score_injected)!r}) / e.fanout END AS share
         FROM e LEFT JOIN {old_pages} p ON p.url = e.from_url""")
+    con.execute("CREATE TEMP TABLE cash AS SELECT to_url AS url, sum(share) AS cash FROM edges GROUP BY to_url")
     # New pages: link and redirect targets, and fetched URLs the webdb did not know.
     con.execute(
         f"""CREATE TEMP TABLE new_pages AS
         SELECT url, {host_sql("url")} AS host, '{DbStatus.UNFETCHED}' AS status, NULL AS fetch_time,
                ?::TIMESTAMP AS next_fetch, 0 AS retries, ?::DOUBLE AS fetch_interval,
-               coalesce(sum(share), 1.0) AS score, NULL AS digest, NULL AS num_outlinks,
-               NULL AS modified_time, NULL AS etag, NULL AS http_status
-        FROM (SELECT to_url AS url, share FROM edges UNION ALL SELECT url, NULL FROM fetched) c
+               CASE WHEN bool_or(linked) THEN 0.0 ELSE ?::DOUBLE END AS score, NULL AS digest,
+               NULL AS num_outlinks, NULL AS modified_time, NULL AS etag, NULL AS http_status
+        FROM (SELECT url, true AS linked FROM cash UNION ALL SELECT url, false FROM fetched) c
         WHERE NOT EXISTS (SELECT 1 FROM {old_pages} p WHERE p.url = c.url)
         GROUP BY url""",
-        [now, float(db.fetch_interval)],
+        [now, float(db.fetch_interval), float(db.score_injected)],
     )
     unknown = con.execute(
         f"SELECT count(*) FROM fetched WHERE status NOT IN ({', '.join(repr(str(s)) for s in FetchStatus)})"
@@ -184,7 +206,8 @@ def _merge(
     if unknown:
         log.warning("updatedb.unknown_status", records=unknown)
 
-    rules = render_sql(db, fetched="f", page="p")
+    interval = interval_sql(db, fetched="f", page="p")
+    rules = render_sql(db, fetched="f", page="p", page_interval=interval)
 
     def decided(column: str) -> str:
         return f"CASE WHEN f.url IS NULL THEN p.{column} ELSE {rules[column]} END AS {column}"
@@ -195,13 +218,16 @@ def _merge(
     pages_query = f"""
         SELECT p.url, p.host, {decided("status")},
                {fetched_value("fetch_time", "f.fetch_time")}, {decided("next_fetch")}, {decided("retries")},
-               p.fetch_interval, p.score, {decided("digest")},
+               {fetched_value("fetch_interval", interval)}, p.score + coalesce(c.cash, 0.0) AS score,
+               {decided("digest")},
                coalesce(len(d.outlinks), p.num_outlinks) AS num_outlinks,
                {decided("modified_time")}, {decided("etag")},
                {fetched_value("http_status", "f.http_status")}
         FROM (SELECT * FROM {old_pages} UNION ALL BY NAME SELECT * FROM new_pages) p
         LEFT JOIN fetched f ON f.url = p.url
-        LEFT JOIN parsed d ON d.url = p.url"""
+        LEFT JOIN parsed d ON d.url = p.url
+        LEFT JOIN cash c ON c.url = p.url"""
+    progress.step("write pages")
     (out / "pages").mkdir()
     pages_part = out / "pages" / part_name(0)
     copy_to_parquet(
@@ -213,11 +239,13 @@ def _merge(
         WHERE NOT EXISTS (SELECT 1 FROM parsed s WHERE s.url = l.from_url AND s.status = '{FetchStatus.SUCCESS}')
         UNION ALL
         SELECT from_url, to_url, anchor FROM new_links"""
+    progress.step("write links")
     (out / "links").mkdir()
     copy_to_parquet(
         con, f"SELECT {typed_columns(LINKS)} FROM ({links_query})", out / "links" / part_name(0), LINKS
     )
 
+    progress.step("count")
     by_status = dict(
         con.execute(
             f"""SELECT status, count(*) FROM read_parquet({sql_string(str(pages_part))}) w

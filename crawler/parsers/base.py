@@ -5,6 +5,9 @@ from __future__ import annotations
 import typing
 from dataclasses import dataclass, field
 
+if typing.TYPE_CHECKING:
+    from crawler.config import CrawlerConfig
+
 
 @dataclass(frozen=True, slots=True)
 class Outlink:
@@ -22,9 +25,21 @@ class ParseResult:
     nofollow: bool = False
     canonical: str | None = None
     refresh: str | None = None
-    metadata: dict[str, str] = field(default_factory=dict)  # charset, description, keywords, lang, ...
+    metadata: dict[str, str] = field(default_factory=dict)  # charset, content_type, description, lang, ...
     reason: str | None = None  # why status is "failed" or "unparsed"
 
 
 class Parser(typing.Protocol):
+    """Turns one response body into a ParseResult and never raises on bad input.
+
+    A parser that does not recognise the content (XML that is not its kind)
+    returns status "unparsed", so the next parser listed for the type may try.
+    """
+
     def parse(self, body: bytes, url: str, content_type: str | None) -> ParseResult: ...
+
+
+class ParserFactory(typing.Protocol):
+    """What a ``crawler.parsers`` registry entry names: builds a parser from the config."""
+
+    def __call__(self, cfg: CrawlerConfig) -> Parser: ...

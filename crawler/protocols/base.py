@@ -13,6 +13,7 @@ PROTOCOLS = Registry(
     {
         "http": "crawler.protocols.http:HttpProtocol",
         "https": "crawler.protocols.http:HttpProtocol",
+        "file": "crawler.protocols.file:FileProtocol",
     },
 )
 

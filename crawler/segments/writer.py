@@ -5,6 +5,11 @@ rows of one partition become one part in each output (fetcher, content,
 parse_text, parse_data), each written under a temporary name and renamed, so a
 killed fetch leaves only complete parts behind. The WARC and Parquet encoding
 runs in a thread so the event loop keeps fetching meanwhile.
+
+Each WARC file starts with a ``warcinfo`` record; HTTP answers are a
+``response`` record (the body as served, content-encoded, de-chunked) and its
+``request``; file: URLs are ``resource`` records. warcio computes
+``WARC-Block-Digest`` and ``WARC-Payload-Digest`` over exactly those bytes.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import pyarrow.parquet as pq
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from crawler import __version__
 from crawler.fsutil import atomic_output, atomic_write_bytes
 from crawler.models import FETCHER, PARSE_DATA, PARSE_TEXT
 from crawler.protocols.base import Response
@@ -36,7 +42,19 @@ def write_parquet(rows: list[dict[str, Any]], schema: pa.Schema, path: Path) -> 
         pq.write_table(table, temp, compression="zstd")
 
 
+def warcinfo_record(writer: WARCWriter, filename: str) -> None:
+    info = {"software": f"crawler/{__version__}", "format": "WARC File Format 1.0",
+            "description": "crawler segment content part"}
+    writer.write_record(writer.create_warcinfo_record(filename, info))
+
+
 def warc_records(writer: WARCWriter, response: Response) -> None:
+    if not response.url.startswith(("http:", "https:")):
+        ctype = response.header("Content-Type") or "application/octet-stream"
+        writer.write_record(writer.create_warc_record(
+            response.url, "resource", payload=io.BytesIO(response.raw_body), warc_content_type=ctype,
+            length=len(response.raw_body)))
+        return
     path = response.url.split("/", 3)[3] if response.url.count("/") >= 3 else ""
     request = writer.create_warc_record(
         response.url,
@@ -133,9 +151,11 @@ class PartitionWriter:
         # the other three exist, so resume logic only needs to look at fetcher/.
         buffer = io.BytesIO()
         warc = WARCWriter(buffer, gzip=True, warc_version="1.0")
+        warc_name = part_name(self.partition, seq, "warc.gz")
+        warcinfo_record(warc, warc_name)
         for response in batch.responses:
             warc_records(warc, response)
-        atomic_write_bytes(seg.dir("content") / part_name(self.partition, seq, "warc.gz"), buffer.getvalue())
+        atomic_write_bytes(seg.dir("content") / warc_name, buffer.getvalue())
         write_parquet(batch.parse_text, PARSE_TEXT, seg.dir("parse_text") / part_name(self.partition, seq))
         write_parquet(batch.parse_data, PARSE_DATA, seg.dir("parse_data") / part_name(self.partition, seq))
         write_parquet(batch.fetcher, FETCHER, seg.dir("fetcher") / part_name(self.partition, seq))

@@ -51,6 +51,29 @@ class Version:
         return list(self.meta.get("merged_segments", []))
 
 
+@contextmanager
+def exclusive_lock(path: Path, what: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (writing our pid into it); fail at once if a live process has it.
+
+    The lock dies with its process, so a writer killed with SIGKILL leaves a
+    file naming a dead pid but no lock: the next writer simply takes it.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+            raise WebDbError(
+                f"{what}: locked by another job (pid {holder}); wait for it to finish or stop it, then run again"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
 class VersionedStore:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -81,20 +104,10 @@ class VersionedStore:
     def lock(self) -> Iterator[None]:
         """Exclusive writer lock; fails at once if another job holds it."""
         self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
-                raise WebDbError(f"{self.root}: locked by another job (pid {holder})") from None
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, str(os.getpid()).encode(), 0)
+        with exclusive_lock(self.root / ".lock", str(self.root)):
             # Whoever held the lock before us is gone: its temp files are garbage.
             remove_temp_files(self.root)
             yield
-        finally:
-            os.close(fd)
 
     @contextmanager
     def new_version(self, meta: dict[str, Any]) -> Iterator[Path]:

@@ -104,13 +104,17 @@ def plus_seconds(timestamp_sql: str, seconds_sql: str) -> str:
     return f"({timestamp_sql} + to_milliseconds(CAST(round(({seconds_sql}) * 1000) AS BIGINT)))"
 
 
-def render_sql(db: DbConfig, fetched: str = "f", page: str = "p") -> dict[str, str]:
+def render_sql(
+    db: DbConfig, fetched: str = "f", page: str = "p", page_interval: str | None = None
+) -> dict[str, str]:
     """One SQL ``CASE`` per page column the table decides, keyed by column name.
 
     ``fetched`` names the relation with the fetch record (status, fetch_time,
     digest, modified_time parsed from Last-Modified, etag); ``page`` the page as
     it was (status, retries, fetch_interval, digest, modified_time, etag,
-    next_fetch). A fetch status outside the table leaves the old value.
+    next_fetch). ``page_interval`` is SQL for the page's interval after this
+    fetch (the schedule's answer; default: unchanged). A fetch status outside
+    the table leaves the old value.
     """
     f, p = fetched, page
     conditions = {
@@ -119,7 +123,7 @@ def render_sql(db: DbConfig, fetched: str = "f", page: str = "p") -> dict[str, s
         EXHAUSTED: f" AND {p}.retries + 1 > {int(db.max_retries)}",
     }
     intervals = {
-        PAGE: f"{p}.fetch_interval",
+        PAGE: page_interval or f"{p}.fetch_interval",
         RETRY: repr(float(db.retry_interval)),
         MAX: repr(float(db.max_interval)),
     }

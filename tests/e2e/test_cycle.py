@@ -83,7 +83,7 @@ class TestSegmentFiles:
                     if record.rec_type == "response":
                         assert record.http_headers.get_statuscode() == "200"
                         assert b"<title>" in record.content_stream().read()
-        assert sorted(t for t, _ in records) == ["request", "response"]
+        assert sorted(t for t, _ in records) == ["request", "response", "warcinfo"]
 
     async def test_readseg_dump_has_the_contract_fields(self, tmp_path, demo_site, crawl_args):
         """readseg --dump prints one JSON object per URL with url, http_status, content_type, title, outlinks, text."""

@@ -109,3 +109,50 @@ class TestMemory:
         await _drain(queues)
         await dispatcher
         assert len(queues.hosts) < 100
+
+
+class TestBlockingAndDelays:
+    async def test_blocked_queue_drops_waiting_and_later_entries(self):
+        """block() hands every waiting entry, and every later one for that key, to on_drop with the reason."""
+        dropped = []
+        queues = FetchQueues(FetcherConfig(min_delay=0), workers=1, on_drop=lambda e, r: dropped.append((e, r)))
+        for i in range(3):
+            await queues.put("bad", i)
+        queues.block(queues.hosts["bad"], "too many failures")
+        await queues.put("bad", 3)
+        queues.push("bad", 4)
+        assert dropped == [(i, "too many failures") for i in range(5)]
+        assert queues.queued == 0
+
+    async def test_back_off_and_adaptive_delay(self):
+        """back_off moves the host's next start; adapt sets delay from response time, clamped to min/max."""
+        clock = FakeClock()
+        cfg = FetcherConfig(min_delay=1, delay_factor=3, max_delay=10)
+        queues = FetchQueues(cfg, workers=1, clock=clock)
+        await queues.put("h", "e")
+        hq = queues.hosts["h"]
+        queues.back_off(hq, 30)
+        assert hq.next_allowed == 30
+        queues.adapt(hq, 0.1)
+        assert hq.delay == 1
+        queues.adapt(hq, 2)
+        assert hq.delay == 6
+        queues.adapt(hq, 100)
+        assert hq.delay == 10
+
+    async def test_reconfigure_applies_new_limits(self):
+        """reconfigure() sets min_delay on queues without a Crawl-delay and lets more of one host out at once."""
+        queues = FetchQueues(FetcherConfig(min_delay=0), workers=4)
+        for i in range(4):
+            await queues.put("one", i)
+        await queues.put("polite", "p")
+        queues.set_crawl_delay(queues.hosts["polite"], 5)
+        queues.reconfigure(FetcherConfig(min_delay=2))
+        assert (queues.hosts["one"].delay, queues.hosts["polite"].delay) == (2, 5)
+        queues.reconfigure(FetcherConfig(min_delay=0, per_host_concurrency=3))
+        queues.finish_feeding()
+        dispatcher = asyncio.create_task(queues.dispatch())
+        held = [await queues.ready.get() for _ in range(3)]
+        assert sorted(e for hq, e in held if hq.key == "one") == [0, 1, 2]
+        assert queues.hosts["one"].in_flight == 3
+        dispatcher.cancel()

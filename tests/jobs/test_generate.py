@@ -13,10 +13,10 @@ from structlog.testing import capture_logs
 from crawler.errors import WebDbError
 from crawler.jobs.generate import generate, partition_sql
 from crawler.jobs.updatedb import updatedb
-from crawler.models import FETCHLIST
-from crawler.segments.layout import partition_of
+from crawler.models import FETCHER, FETCHLIST
+from crawler.segments.layout import part_name, partition_of
 
-from .conftest import NOW, T0, make_cfg, page, write_db
+from .conftest import NOW, T0, fetch, make_cfg, page, write_db, write_parquet
 
 LOG = structlog.get_logger()
 
@@ -123,7 +123,7 @@ def test_nothing_due_creates_no_segment(cfg):
     with capture_logs() as logs:
         report = generate(cfg, structlog.get_logger(), now=NOW)
     assert (report.segment, report.selected, report.partitions) == (None, 0, 0)
-    assert [e["event"] for e in logs] == ["generate.empty"]
+    assert [e["event"] for e in logs if e["event"] != "job.progress"] == ["generate.empty"]
     segments = cfg.crawl_path / "segments"
     assert not segments.exists() or not any(segments.iterdir())
 
@@ -149,3 +149,50 @@ def test_no_webdb_is_an_error(cfg):
     """generate without a crawl database raises WebDbError."""
     with pytest.raises(WebDbError):
         generate(cfg, LOG, now=NOW)
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("host", ["http://a.shop.example.co.uk/1", "http://b.shop.example.co.uk/1", "http://other.example/1"]),
+        ("domain", ["http://a.shop.example.co.uk/1", "http://other.example/1"]),
+    ],
+)
+def test_count_mode_host_or_registered_domain(tmp_path, mode, expected):
+    """max_per_host counts per host, or per registered domain (public suffix list) under count_mode domain."""
+    cfg = make_cfg(tmp_path, generate={"max_per_host": 1, "count_mode": mode})
+    hosts = {"a.shop.example.co.uk": 3.0, "b.shop.example.co.uk": 2.0, "other.example": 1.0}
+    write_db(cfg, [page(f"http://{h}/{j}", score=s - j) for h, s in hosts.items() for j in (1, 2)])
+    assert urls(generate(cfg, LOG, now=NOW)) == expected
+
+
+def test_count_mode_ip(tmp_path):
+    """Under count_mode ip, hosts pinned to one address by http.resolve share one limit; IP literals count alone."""
+    cfg = make_cfg(
+        tmp_path,
+        generate={"max_per_host": 1, "count_mode": "ip"},
+        http={"resolve": {"a.test": "127.0.0.5", "b.test": "127.0.0.5", "c.test": "127.0.0.6"}},
+    )
+    write_db(
+        cfg,
+        [
+            page("http://a.test/", score=3.0),
+            page("http://b.test/", score=2.0),
+            page("http://c.test/", score=1.0),
+            page("http://127.0.0.5/", score=0.5),
+        ],
+    )
+    assert urls(generate(cfg, LOG, now=NOW)) == ["http://a.test/", "http://c.test/"]
+
+
+def test_gone_pages_come_back_after_max_interval(tmp_path):
+    """A page that went gone is not generated before its next_fetch (fetch + db.max_interval), then it is."""
+    cfg = make_cfg(tmp_path, db={"max_interval": 7200})
+    url = "http://g.example/"
+    write_db(cfg, [page(url, next_fetch=T0)])
+    seg = generate(cfg, LOG, now=NOW).segment
+    write_parquet(seg.dir("fetcher") / part_name(0, 0), FETCHER, [fetch(url, "gone", fetch_time=NOW)])
+    seg.mark_done("fetcher")
+    updatedb(cfg, [seg], LOG, now=NOW)
+    assert generate(cfg, LOG, now=NOW + timedelta(seconds=7199)).segment is None
+    assert urls(generate(cfg, LOG, now=NOW + timedelta(seconds=7200))) == [url]

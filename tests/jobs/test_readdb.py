@@ -95,3 +95,20 @@ def test_no_db_is_an_error(cfg):
         db_stats(cfg)
     with pytest.raises(WebDbError):
         dump_jsonl(cfg, io.StringIO())
+
+
+def test_stats_count_hosts_and_pages_due_now(db):
+    """Stats count distinct hosts and the pages due at the given time (duplicates never are)."""
+    stats = db_stats(db, now=datetime(2026, 6, 1))
+    assert (stats["hosts"], stats["due_now"]) == (3, 2)
+    assert db_stats(db, now=datetime(2027, 1, 1))["due_now"] == 3
+
+
+def test_dump_only_one_status(db, tmp_path):
+    """--dump --status S dumps only the pages in status S, as JSON lines or Parquet; an unknown status is refused."""
+    out = io.StringIO()
+    assert dump_jsonl(db, out, status="gone") == 1
+    assert json.loads(out.getvalue())["url"] == B
+    assert dump_parquet(db, tmp_path / "f.parquet", status="fetched") == 1
+    with pytest.raises(UsageError, match="not a status"):
+        dump_jsonl(db, io.StringIO(), status="bogus")

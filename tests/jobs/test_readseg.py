@@ -77,7 +77,7 @@ def test_get_record(make_segment):
 def test_summaries(cfg, make_segment):
     """The segment list shows each segment's state, whether it is merged, and its record counts."""
     write_db(cfg, [page(A), page(B)])
-    fetched = make_segment("20260101T010000000Z", [fetch(A), fetch(B)], [parse(A)])
+    fetched = make_segment("20260101T010000000Z", [fetch(A), fetch(B, "gone")], [parse(A)])
     make_segment("20260101T020000000Z", fetchlist=[A, B])
     updatedb(cfg, [fetched], structlog.get_logger(), now=NOW)
     summaries = segment_summaries(cfg)
@@ -88,6 +88,7 @@ def test_summaries(cfg, make_segment):
         ("20260101T020000000Z", "generated", False, 2, 0, 0),
     ]
     assert summaries[0]["path"] == str(fetched.path)
+    assert [s["failed"] for s in summaries] == [1, 0]
 
 
 def test_corrupt_part_names_the_file(make_segment):

@@ -61,7 +61,13 @@ def test_metadata_description_keywords_lang_charset():
         '<html lang="fr-CA"><head><meta name="Description" content="  A  page ">'
         '<meta name="keywords" content="a, b"><meta name="description" content="second"></head></html>'
     )
-    assert res.metadata == {"charset": "utf-8", "description": "A page", "keywords": "a, b", "lang": "fr-CA"}
+    assert res.metadata == {
+        "charset": "utf-8",
+        "charset_source": "utf-8",
+        "description": "A page",
+        "keywords": "a, b",
+        "lang": "fr-CA",
+    }
 
 
 @pytest.mark.parametrize(
@@ -325,9 +331,9 @@ def test_iso_8859_1_label_decodes_windows_1252_quotes():
 
 def test_meta_charset_after_2kb_is_ignored():
     """Only the first 2 KB are scanned for a meta charset."""
-    body = ("<!--" + "x" * 2100 + "-->" + "<meta charset=windows-1252><p>café</p>").encode("cp1252")
+    body = ("<!--" + "x" * 2100 + "-->" + "<meta charset=utf-16><p>caf\u00e9</p>").encode("utf-8")
     res = parse(body, content_type=None)
-    assert res.metadata["charset"] == "utf-8" and res.text == "caf\ufffd"
+    assert res.metadata["charset_source"] == "utf-8" and res.text == "café"
 
 
 @pytest.mark.parametrize(
@@ -450,3 +456,148 @@ def test_arbitrary_markup_yields_normalized_links(parts):
     assert res.status == "success"
     for link in res.outlinks:
         assert link.url == normalize(link.url) and "#" not in link.url
+
+
+# (name, markup, title, text fragments, exact outlinks, noindex); the page is PAGE.
+DOCUMENTS = [
+    (
+        "base href",
+        "<html><head><base href='http://cdn.example.org/r/'><title>Base</title></head>"
+        "<body><a href='x.html'>x</a> <a href='/abs'>abs</a> <a href='../up'>up</a></body></html>",
+        "Base",
+        ["x abs up"],
+        {"http://cdn.example.org/r/x.html", "http://cdn.example.org/abs", "http://cdn.example.org/up"},
+        False,
+    ),
+    (
+        "relative paths",
+        "<title>Rel</title><a href='sib.html'>s</a> <a href='./dot/'>d</a> <a href='../../top'>t</a> "
+        "<a href='?page=2'>q</a> <a href=''>self</a>",
+        "Rel",
+        ["s d t q self"],
+        {
+            "http://example.com/dir/sub/sib.html",
+            "http://example.com/dir/sub/dot/",
+            "http://example.com/top",
+            "http://example.com/dir/sub/page.html?page=2",
+            PAGE,
+        },
+        False,
+    ),
+    (
+        "entities",
+        "<title>Fish &amp; Chips &eacute;t&#233; &#x263A;</title>"
+        "<p>5 &lt; 6 &gt; 4 &nbsp;&quot;q&quot; &copy;</p><a href='/s?a=1&amp;b=2&#38;c=3'>A &amp; B</a>",
+        "Fish & Chips été ☺",
+        ['5 < 6 > 4 "q" ©', "A & B"],
+        {"http://example.com/s?a=1&b=2&c=3"},
+        False,
+    ),
+    (
+        "whitespace",
+        "<title>\n\t  Spread \n  out  </title><p>  lots\n\n of\t\tspace  </p><a href=' \n/trim \t'>  a  b  </a>",
+        "Spread out",
+        ["lots of space a b"],
+        {"http://example.com/trim"},
+        False,
+    ),
+    (
+        "uppercase tags",
+        "<HTML><HEAD><TITLE>Shout</TITLE><META NAME=ROBOTS CONTENT=NOINDEX></HEAD>"
+        "<BODY><P>Loud</P><A HREF='/UP'>Up</A><AREA HREF='/area' ALT='Ar'></BODY></HTML>",
+        "Shout",
+        ["Loud Up"],
+        {"http://example.com/UP", "http://example.com/area"},
+        True,
+    ),
+    (
+        "unclosed tags",
+        "<title>Open<p>para one<p>para two <a href='/u1'>one<a href='/u2'>two<div><b>bold<li>item",
+        "Open<p>para one<p>para two <a href='/u1'>one<a href='/u2'>two<div><b>bold<li>item",
+        [],
+        set(),
+        False,
+    ),
+    (
+        "unclosed tags in body",
+        "<title>Open</title><p>para one<p>para two <a href='/u1'>one<a href='/u2'>two<div><b>bold<li>item",
+        "Open",
+        ["para one", "para two onetwo", "bold", "item"],  # adjacent inline text joins, as a browser shows it
+        {"http://example.com/u1", "http://example.com/u2"},
+        False,
+    ),
+    (
+        "script bodies",
+        "<title>Scripts</title><script>document.write('<a href=\"/from-script\">x</a>')</script>"
+        "<script type='text/template'><a href='/template'>t</a></script>"
+        "<noscript><a href='/noscript'>ns</a></noscript><style>a[href='/css']{}</style>"
+        "<template><a href='/tpl'>tpl</a></template><a href='/real'>real</a>",
+        "Scripts",
+        ["real"],
+        {"http://example.com/real", "http://example.com/noscript"},
+        False,
+    ),
+    (
+        "rel nofollow",
+        "<title>NF</title><a href='/keep'>keep</a> <a rel='nofollow' href='/drop'>drop</a> "
+        "<a rel='sponsored NOFOLLOW' href='/drop2'>drop2</a>",
+        "NF",
+        ["keep drop drop2"],
+        {"http://example.com/keep"},
+        False,
+    ),
+    (
+        "meta nofollow",
+        "<head><title>MNF</title><meta name='robots' content='nofollow'></head><a href='/x'>x</a>",
+        "MNF",
+        ["x"],
+        set(),
+        False,
+    ),
+    (
+        "meta noindex",
+        "<head><title>NI</title><meta name='robots' content='noindex,follow'></head><a href='/x'>x</a>",
+        "NI",
+        ["x"],
+        {"http://example.com/x"},
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("markup", "title", "fragments", "outlinks", "noindex"),
+    [d[1:] for d in DOCUMENTS],
+    ids=[d[0] for d in DOCUMENTS],
+)
+def test_document_table(markup, title, fragments, outlinks, noindex):
+    """Small documents: expected title, text fragments and the exact set of outlinks the crawler would queue."""
+    res = parse(markup)
+    assert res.status == "success"
+    assert res.title == title
+    for fragment in fragments:
+        assert fragment in res.text
+    assert set(urls(res)) == {n(u) for u in outlinks}
+    assert "from-script" not in res.text + " ".join(urls(res))
+    assert res.noindex is noindex
+
+
+@pytest.mark.parametrize(
+    ("tags", "rels", "expected"),
+    [
+        (["a"], ["alternate", "next", "prev"], ["/a"]),
+        (["a", "iframe"], [], ["/a", "/if"]),
+        (["a", "area", "frame", "iframe", "link"], ["next"], ["/next", "/a", "/if"]),
+        (["link"], ["alternate", "prev"], ["/alt"]),
+    ],
+)
+def test_outlink_elements_and_link_rels_are_configurable(tags, rels, expected):
+    """parse.outlink_tags and parse.link_rels choose which elements and <link rel> values give outlinks."""
+    res = parse(
+        "<link rel=canonical href=/canon><link rel=next href=/next><link rel=alternate href=/alt>"
+        "<a href=/a>a</a><iframe src=/if></iframe>",
+        outlink_tags=tags,
+        link_rels=rels,
+    )
+    assert urls(res) == [n("http://example.com" + p) for p in expected]
+    assert res.canonical == n("http://example.com/canon")  # read whatever the outlink choices

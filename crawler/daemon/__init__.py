@@ -1,0 +1,1 @@
+"""The long-running crawl service: ``crawler daemon``."""

@@ -1,0 +1,58 @@
+"""Resume a cut-off fetch: what a partition already committed, and the leftovers to clear.
+
+A part of ``fetcher/`` is the commit record of one batch: the writer renames it
+into place last, after the batch's content, parse_text and parse_data parts. So
+the URLs in a partition's fetcher parts are exactly what is safely stored; any
+other output's part without a fetcher part of the same number (the process died
+between the renames) and any temporary file are leftovers, removed before the
+fetch goes on. Redirect hops are committed rows like any other, so a URL reached
+by a redirect before the cut is skipped too.
+"""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+
+from crawler.errors import SegmentError
+from crawler.fsutil import remove_tree
+from crawler.segments.layout import Segment
+
+OUTPUTS = ("fetcher", "content", "parse_text", "parse_data")
+
+
+def _seq(name: str) -> str:
+    """'part-00003-00012.parquet' -> '00012'."""
+    return name.split(".", 1)[0].split("-")[2]
+
+
+def committed_urls(segment: Segment, partition: int) -> set[str]:
+    urls: set[str] = set()
+    prefix = f"part-{partition:05d}-"
+    for path in segment.parts("fetcher"):
+        if not path.name.startswith(prefix):
+            continue
+        try:
+            column = pq.read_table(path, columns=["url"]).column("url")
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises several kinds; the message names the file
+            raise SegmentError(f"{path}: unreadable fetcher part ({exc.__class__.__name__}: {exc})") from exc
+        urls.update(u for u in column.to_pylist() if u is not None)
+    return urls
+
+
+def clear_leftovers(segment: Segment, partition: int) -> list[str]:
+    """Remove temporary files and parts that no fetcher part commits; return their names."""
+    prefix = f"part-{partition:05d}-"
+    fetcher_dir = segment.dir("fetcher")
+    committed = {_seq(p.name) for p in fetcher_dir.glob(prefix + "*.parquet")} if fetcher_dir.is_dir() else set()
+    removed = []
+    for output in OUTPUTS:
+        folder = segment.dir(output)
+        if not folder.is_dir():
+            continue
+        for path in folder.iterdir():
+            orphan = output != "fetcher" and path.name.startswith(prefix) and _seq(path.name) not in committed
+            # Only this partition's temporaries: another fetch process may be writing its own.
+            if path.name.startswith(".tmp-" + prefix) or orphan:
+                remove_tree(path)
+                removed.append(f"{output}/{path.name}")
+    return removed

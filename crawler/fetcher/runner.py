@@ -1,0 +1,100 @@
+"""Run a segment's fetch from the command line: signals, and ``fetcher.processes`` fetch processes.
+
+SIGINT or SIGTERM sets the fetcher's stop event: it stops taking entries,
+commits what it has, and leaves the partitions unfinished, so running the same
+command again resumes. A second signal ends the process at once.
+
+With ``fetcher.processes`` above 1 the partitions are shared out among that
+many processes (a host lives in exactly one partition, so it is never split),
+each an asyncio fetcher of its own: fetching, parsing and writing use every
+core. The parent only starts them, passes signals on, and waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import signal
+from pathlib import Path
+from typing import Any
+
+import uvloop
+
+from crawler.config import CrawlerConfig
+from crawler.errors import CrawlerError
+from crawler.fetcher.service import FetchReport, fetch_segment, fetchlist_partitions
+from crawler.log import configure_logging, get_logger
+from crawler.segments.layout import Segment
+
+_STOPPED = 3  # a child's exit code when a signal stopped it
+
+
+async def _fetch_until_signal(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None) -> FetchReport:
+    log = get_logger(command="fetch")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal(signum: int) -> None:
+        log.warning("fetch.signal", signal=signal.Signals(signum).name, action="commit and stop; rerun to resume")
+        stop.set()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)  # a second signal takes the default action: exit now
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig)
+    return await fetch_segment(cfg, segment, log, partitions, stop=stop)
+
+
+def _child(cfg: CrawlerConfig, segment_path: str, partitions: list[int]) -> None:
+    # Ctrl-C reaches the whole process group; the parent alone decides and passes SIGTERM on.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    configure_logging(cfg.log)
+    report = uvloop.run(_fetch_until_signal(cfg, Segment(Path(segment_path)), partitions))
+    raise SystemExit(_STOPPED if report.stopped else 0)
+
+
+def shares(partitions: list[int], processes: int) -> list[list[int]]:
+    """Partitions dealt round-robin to at most ``processes`` groups, none empty."""
+    count = max(1, min(processes, len(partitions)))
+    return [partitions[i::count] for i in range(count)]
+
+
+def run_fetch(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None = None) -> None:
+    """Fetch ``segment`` (all partitions, or the given ones); raises CrawlerError if a signal stopped it."""
+    chosen = partitions if partitions is not None else fetchlist_partitions(segment)
+    groups = shares(chosen, cfg.fetcher.processes)
+    if len(groups) <= 1:
+        report = uvloop.run(_fetch_until_signal(cfg, segment, partitions))
+        stopped = report.stopped
+    else:
+        stopped = _run_processes(cfg, segment, groups)
+    if stopped:
+        raise CrawlerError(f"fetch of {segment.path} stopped by a signal; run it again to resume")
+
+
+def _run_processes(cfg: CrawlerConfig, segment: Segment, groups: list[list[int]]) -> bool:
+    context = multiprocessing.get_context("spawn")
+    children = [context.Process(target=_child, args=(cfg, str(segment.path), group), daemon=False)
+                for group in groups]
+    signalled = []
+
+    def forward(signum: int, _frame: Any) -> None:
+        signalled.append(signum)
+        for child in children:
+            if child.pid is not None and child.exitcode is None:
+                child.terminate()  # SIGTERM: the child commits and stops
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for child in children:
+            child.start()
+        for child in children:
+            child.join()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    codes = [child.exitcode for child in children]
+    if any(code not in (0, _STOPPED) for code in codes):
+        raise CrawlerError(f"fetch of {segment.path}: a fetch process failed (exit codes {codes}); "
+                           "run it again to resume")
+    return bool(signalled) or _STOPPED in codes

@@ -1,0 +1,130 @@
+"""invertlinks: build the link database, each URL's inlinks with their anchor text, from segments.
+
+``linkdb/`` is versioned exactly like the webdb (``VersionedStore``: CURRENT,
+``vNNNNNN/``, ``.lock``, ``meta.json`` listing the merged segments), with one
+table::
+
+    linkdb/v000004/inlinks/part-00000.parquet   to_url, from_url, anchor (sorted by to_url, from_url)
+
+The outlinks of every page whose latest fetch in the given segments succeeded
+are inverted: one row per (to_url, from_url), the first anchor in page order.
+They replace that page's earlier inlink rows, so refetching a page that
+dropped a link drops the inlink. Self-links are left out; links between pages
+of one host too under ``linkdb.ignore_internal`` (Nutch's default: anchors from
+other sites say more about a page); link targets the ``urls.*`` filters reject
+are left out as in the webdb. Each URL keeps at most ``linkdb.max_inlinks``
+inlinks (0: all), the first by source URL. Segments the live version already
+merged are skipped, so running it twice changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from crawler.config import CrawlerConfig
+from crawler.errors import SegmentError, StorageError
+from crawler.jobs.engine import connect, copy_to_parquet, parquet_source, typed_columns
+from crawler.jobs.progress import JobProgress
+from crawler.jobs.updatedb import host_sql, segment_source
+from crawler.models import FETCHER, PARSE_DATA, FetchStatus
+from crawler.segments.layout import Segment, part_name
+from crawler.urls.filters import check_sql_patterns, filter_sql
+from crawler.webdb.store import Version, VersionedStore
+
+INLINKS = pa.schema([("to_url", pa.string()), ("from_url", pa.string()), ("anchor", pa.string())])
+
+
+@dataclass
+class InvertReport:
+    version: int
+    segments: list[str]
+    sources: int
+    inlinks: int
+
+
+def linkdb_store(cfg: CrawlerConfig) -> VersionedStore:
+    return VersionedStore(cfg.crawl_path / "linkdb")
+
+
+def inlink_parts(version: Version | None) -> list[Path]:
+    return sorted((version.path / "inlinks").glob("*.parquet")) if version else []
+
+
+def invertlinks(cfg: CrawlerConfig, segments: list[Segment], log: Any) -> InvertReport:
+    for seg in segments:
+        if not seg.is_done("fetcher"):
+            raise SegmentError(f"{seg.path}: fetch not finished (no fetcher/_SUCCESS); resume the fetch first")
+    store = linkdb_store(cfg)
+    with store.lock():
+        current = store.current()
+        merged = set(current.merged_segments if current else [])
+        chosen = list({s.name: s for s in segments if s.name not in merged}.values())
+        if not chosen:
+            number = current.number if current else 0
+            log.info("invertlinks.nothing", version=number, reason="segments already merged")
+            return InvertReport(number, [], 0, 0)
+        meta = {"merged_segments": sorted(merged) + [s.name for s in chosen]}
+        con = connect(cfg.jobs)
+        try:
+            check_sql_patterns(cfg.urls, con)
+            with JobProgress("invertlinks", 3, log) as progress, store.new_version(meta) as temp:
+                sources, inlinks = _invert(con, cfg, current, chosen, temp, progress)
+        except duckdb.Error as exc:
+            raise StorageError(f"invertlinks: {str(exc).splitlines()[0]}") from exc
+        finally:
+            con.close()
+        number = store.require_current().number
+    log.info("invertlinks.done", version=number, segments=[s.name for s in chosen], sources=sources, inlinks=inlinks)
+    return InvertReport(number, [s.name for s in chosen], sources, inlinks)
+
+
+def _invert(
+    con: duckdb.DuckDBPyConnection,
+    cfg: CrawlerConfig,
+    current: Version | None,
+    segments: list[Segment],
+    out: Path,
+    progress: JobProgress,
+) -> tuple[int, int]:
+    progress.step("read parse data")
+    con.execute(f"""CREATE TEMP TABLE sources AS
+        SELECT f.url, d.outlinks
+        FROM (SELECT segment, url, status, row_number() OVER (
+                  PARTITION BY url ORDER BY fetch_time DESC NULLS LAST, segment DESC) AS rn
+              FROM {segment_source(segments, "fetcher", FETCHER)}) f
+        JOIN (SELECT segment, url, outlinks, row_number() OVER (PARTITION BY segment, url) AS rn
+              FROM {segment_source(segments, "parse_data", PARSE_DATA)}) d
+          ON d.segment = f.segment AND d.url = f.url AND d.rn = 1
+        WHERE f.rn = 1 AND f.status = '{FetchStatus.SUCCESS}'""")
+    progress.step("invert outlinks")
+    internal = f"AND {host_sql('to_url')} <> {host_sql('from_url')}" if cfg.linkdb.ignore_internal else ""
+    con.execute(f"""CREATE TEMP TABLE new_inlinks AS
+        SELECT to_url, from_url, arg_min(anchor, pos) AS anchor
+        FROM (SELECT url AS from_url, o.url AS to_url, o.anchor AS anchor, pos
+              FROM (SELECT url, unnest(outlinks) AS o, generate_subscripts(outlinks, 1) AS pos FROM sources))
+        WHERE to_url IS NOT NULL AND to_url <> '' AND to_url <> from_url {internal}
+          AND {filter_sql(cfg.urls, "to_url")}
+        GROUP BY to_url, from_url""")
+    old = parquet_source(inlink_parts(current), INLINKS)
+    merged = f"""SELECT to_url, from_url, anchor FROM {old} o
+                 WHERE NOT EXISTS (SELECT 1 FROM sources s WHERE s.url = o.from_url)
+                 UNION ALL SELECT to_url, from_url, anchor FROM new_inlinks"""
+    cap = cfg.linkdb.max_inlinks
+    if cap:
+        merged = f"""SELECT * FROM ({merged})
+                     QUALIFY row_number() OVER (PARTITION BY to_url ORDER BY from_url) <= {int(cap)}"""
+    progress.step("write inlinks")
+    (out / "inlinks").mkdir()
+    written = copy_to_parquet(
+        con,
+        f"SELECT {typed_columns(INLINKS)} FROM ({merged}) ORDER BY to_url, from_url",
+        out / "inlinks" / part_name(0),
+        INLINKS,
+    )
+    sources = con.execute("SELECT count(*) FROM sources").fetchall()[0][0]
+    return int(sources), written

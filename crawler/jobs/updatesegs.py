@@ -1,0 +1,129 @@
+"""updatesegs: write the databases' view of each fetched URL back into its segment (Nutch's UpdateSegmentsFromDb).
+
+Every fetcher record gets two more columns: ``score``, the URL's score in the
+live webdb version, and ``anchors``, the distinct non-empty anchor texts of its
+inlinks in the live linkdb version (null where a database has no entry), so a
+segment carries what an indexer needs without the databases.
+
+The new ``fetcher/`` is written next to the old one under a temporary name,
+part for part with the same names (fetch resume and partition numbering keep
+working), then the two folders are swapped: atomically with Linux's
+``renameat2(RENAME_EXCHANGE)``, else by two renames whose gap the next run
+repairs. The old folder is deleted only after the swap, so a reader or a killed
+job always finds one complete ``fetcher/``. Running it again rewrites the
+columns from the databases as they are then.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from crawler.config import CrawlerConfig
+from crawler.errors import SegmentError, StorageError
+from crawler.fsutil import TEMP_PREFIX, atomic_write_text, remove_tree
+from crawler.jobs.engine import connect, copy_to_parquet, parquet_source, typed_columns
+from crawler.jobs.invertlinks import INLINKS, inlink_parts, linkdb_store
+from crawler.jobs.progress import JobProgress
+from crawler.models import FETCHER, PAGES
+from crawler.segments.layout import SUCCESS, Segment
+from crawler.webdb.store import Version, VersionedStore, exclusive_lock
+
+FETCHER_UPDATED = FETCHER.append(pa.field("score", pa.float64())).append(pa.field("anchors", pa.list_(pa.string())))
+_NEW, _OLD = f"{TEMP_PREFIX}fetcher-new", f"{TEMP_PREFIX}fetcher-old"
+
+
+@dataclass
+class UpdateSegsReport:
+    segments: list[str]
+    records: int
+
+
+def swap_dirs(new: Path, live: Path) -> None:
+    """Make ``new`` live under ``live``'s name; the previous ``live`` ends up at ``new``'s path."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    exchange = getattr(libc, "renameat2", None)
+    if exchange is not None:
+        at_fdcwd, rename_exchange = -100, 2
+        if exchange(at_fdcwd, bytes(new), at_fdcwd, bytes(live), rename_exchange) == 0:
+            return
+        if ctypes.get_errno() not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+            raise OSError(ctypes.get_errno(), f"cannot swap {new} and {live}")
+    # No atomic exchange here: park the old folder where _repair finds it if we die in between.
+    parked = live.parent / f"{_OLD}.{os.getpid()}"
+    os.rename(live, parked)
+    os.rename(new, live)
+    os.rename(parked, new)
+
+
+def _repair(seg: Segment) -> None:
+    """Undo what a killed run left: a parked old fetcher/ goes back, temp folders go."""
+    leftovers = sorted(seg.path.glob(f"{TEMP_PREFIX}fetcher-*"))
+    if not seg.dir("fetcher").exists():
+        parked = [p for p in leftovers if p.name.startswith(_OLD)]
+        if parked:
+            os.rename(parked[0], seg.dir("fetcher"))
+            leftovers.remove(parked[0])
+    for path in leftovers:
+        remove_tree(path)
+
+
+def updatesegs(cfg: CrawlerConfig, segments: list[Segment], log: Any) -> UpdateSegsReport:
+    webdb = VersionedStore(cfg.crawl_path / "webdb").require_current()
+    linkdb = linkdb_store(cfg).current()
+    total = 0
+    for seg in segments:
+        with exclusive_lock(seg.path / ".lock", str(seg.path)):
+            _repair(seg)
+            if not seg.is_done("fetcher"):
+                raise SegmentError(f"{seg.path}: fetch not finished (no fetcher/{SUCCESS}); resume the fetch first")
+            con = connect(cfg.jobs)
+            try:
+                with JobProgress("updatesegs", 2, log) as progress:
+                    records = _rewrite(con, seg, webdb, linkdb, progress)
+            except duckdb.Error as exc:
+                raise StorageError(f"updatesegs: {seg.path}: {str(exc).splitlines()[0]}") from exc
+            finally:
+                con.close()
+        log.info("updatesegs.segment", segment=seg.name, records=records, webdb=webdb.number,
+                 linkdb=linkdb.number if linkdb else None)
+        total += records
+    log.info("updatesegs.done", segments=[s.name for s in segments], records=total)
+    return UpdateSegsReport([s.name for s in segments], total)
+
+
+def _rewrite(
+    con: duckdb.DuckDBPyConnection, seg: Segment, webdb: Version, linkdb: Version | None, progress: JobProgress
+) -> int:
+    parts = seg.parts("fetcher")
+    progress.step("look up scores and anchors")
+    pages = parquet_source(sorted((webdb.path / "pages").glob("*.parquet")), PAGES)
+    inlinks = parquet_source(inlink_parts(linkdb), INLINKS)
+    con.execute(f"CREATE TEMP TABLE urls AS SELECT DISTINCT url FROM {parquet_source(parts, FETCHER)}")
+    con.execute(f"""CREATE TEMP TABLE known AS
+        SELECT u.url, p.score, a.anchors FROM urls u
+        LEFT JOIN (SELECT url, score FROM {pages}) p ON p.url = u.url
+        LEFT JOIN (SELECT to_url, list(DISTINCT anchor ORDER BY anchor) FILTER (WHERE anchor <> '') AS anchors
+                   FROM {inlinks} WHERE to_url IN (SELECT url FROM urls) GROUP BY to_url) a ON a.to_url = u.url""")
+    progress.step("write fetcher parts")
+    new = seg.path / f"{_NEW}.{os.getpid()}"
+    new.mkdir()
+    try:
+        records = 0
+        for part in parts:
+            query = f"""SELECT {typed_columns(FETCHER_UPDATED)} FROM (
+                SELECT f.*, k.score, k.anchors
+                FROM {parquet_source([part], FETCHER)} f LEFT JOIN known k ON k.url = f.url)"""
+            records += copy_to_parquet(con, query, new / part.name, FETCHER_UPDATED)
+        atomic_write_text(new / SUCCESS, "")
+        swap_dirs(new, seg.dir("fetcher"))
+    finally:
+        remove_tree(new)
+    return records

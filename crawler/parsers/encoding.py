@@ -1,0 +1,105 @@
+"""Bytes to text: byte-order mark, Content-Type charset, ``<meta>`` charset, then detection.
+
+The result names the charset and where it came from, and is always a ``str``
+that encodes to valid UTF-8 (undecodable bytes become U+FFFD). Detection
+(chardet, restricted to the encodings of the modern web) runs only when nothing
+declares a charset and the bytes are not valid UTF-8: it is slow next to a
+decode, and a declaration, even a wrong one, is what browsers obey.
+"""
+
+from __future__ import annotations
+
+import codecs
+import functools
+import re
+from typing import NamedTuple
+
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+_HEADER_CHARSET = re.compile(r"charset\s*=\s*[\"']?\s*([^\"';,\s]+)", re.I)
+_META_CHARSET = re.compile(rb"<meta[^>]*?charset\s*=\s*[\"']?\s*([a-z0-9_.:-]+)", re.I)
+META_SCAN = 2048  # bytes searched for a <meta> charset, about what browsers pre-scan
+DETECT_BYTES = 64 * 1024  # bytes the detector examines; more rarely changes its answer
+FALLBACK = "cp1252"  # the WHATWG default for undeclared, non-UTF-8 legacy pages
+# The WHATWG Encoding Standard decodes these labels as a superset, because pages
+# so labelled routinely use its extra characters (curly quotes in "iso-8859-1").
+_SUPERSETS = {"iso8859-1": "cp1252", "ascii": "cp1252", "iso8859-9": "cp1254", "gb2312": "gbk"}
+# Codecs Python has that are not charsets of any web page; some (utf-7, unicode-escape)
+# could even smuggle lone surrogates into text that must encode as UTF-8.
+_NOT_CHARSETS = frozenset({"utf-7", "unicode-escape", "raw-unicode-escape", "punycode", "idna", "undefined"})
+
+
+class Decoded(NamedTuple):
+    text: str
+    charset: str  # Python codec name
+    source: str  # bom | header | meta | utf-8 | detected | fallback
+
+
+@functools.lru_cache(maxsize=256)
+def codec_name(label: str) -> str | None:
+    """Python codec name for a charset label, or None when unknown or not a text codec."""
+    try:
+        name = codecs.lookup(label.strip().lower()).name
+        b"a".decode(name, "replace")  # rejects pseudo-codecs such as base64 or rot13, which a page could name
+    except (LookupError, ValueError, TypeError):
+        return None
+    if name in _NOT_CHARSETS:
+        return None
+    return _SUPERSETS.get(name, name)
+
+
+def header_charset(content_type: str | None) -> str | None:
+    if content_type and (m := _HEADER_CHARSET.search(content_type)):
+        return codec_name(m.group(1))
+    return None
+
+
+def _meta_charset(body: bytes) -> str | None:
+    if (m := _META_CHARSET.search(body, 0, META_SCAN)) is None:
+        return None
+    name = codec_name(m.group(1).decode("ascii"))
+    if name and name.startswith(("utf-16", "utf-32")):
+        return "utf-8"  # a meta tag readable as ASCII proves the page is not UTF-16/32
+    return name
+
+
+def detect(body: bytes) -> str | None:
+    """The detector's best guess among web encodings (windows-1252 when none fits), or None for binary."""
+    import chardet  # imported on first use: most pages never need it
+
+    guess = chardet.detect(
+        body[:DETECT_BYTES],
+        encoding_era=chardet.EncodingEra.MODERN_WEB,
+        prefer_superset=True,
+        compat_names=False,
+        no_match_encoding=FALLBACK,
+    )
+    label = guess.get("encoding")
+    name = codec_name(label) if label else None
+    # Without a BOM a web page is never UTF-16/32; guessing so turns Latin text into CJK.
+    if name is None or name.startswith(("utf-16", "utf-32")):
+        return None
+    return name
+
+
+def decode(body: bytes, content_type: str | None, *, html: bool = False) -> Decoded:
+    """Decode ``body``; ``html`` also looks for a ``<meta>`` charset in the first 2 KB."""
+    # A BOM wins over the header, as in the HTML Standard: it is evidence in the bytes
+    # themselves, while a header charset is often a server-wide default.
+    for bom, name in _BOMS:
+        if body.startswith(bom):
+            return Decoded(body[len(bom) :].decode(name, "replace"), name, "bom")
+    if (name := header_charset(content_type)) is not None:
+        return Decoded(body.decode(name, "replace"), name, "header")
+    if html and (name := _meta_charset(body)) is not None:
+        return Decoded(body.decode(name, "replace"), name, "meta")
+    try:
+        return Decoded(body.decode("utf-8"), "utf-8", "utf-8")
+    except UnicodeDecodeError:
+        pass
+    if (name := detect(body)) is not None:
+        return Decoded(body.decode(name, "replace"), name, "detected")
+    return Decoded(body.decode(FALLBACK, "replace"), FALLBACK, "fallback")

@@ -1,0 +1,79 @@
+"""XML sitemaps and sitemap indexes (sitemaps.org): every <loc> becomes an outlink.
+
+A sitemap's URLs and a sitemap index's child sitemaps are both outlinks, so the
+crawl fetches the children (gzip ones included: dispatch unpacks gzip bodies)
+and then the pages they list. lastmod, changefreq and priority are kept per
+outlink in the page metadata (``outlink_metadata``, JSON), for scheduling.
+"""
+
+from __future__ import annotations
+
+from crawler.config import CrawlerConfig
+from crawler.parsers.base import Outlink, ParseResult
+from crawler.parsers.xmlsafe import (
+    child_text,
+    children,
+    local,
+    outlink_metadata,
+    parse_xml,
+    resolve,
+    root_name,
+)
+
+KINDS = {"urlset": "url", "sitemapindex": "sitemap"}  # root element -> entry element
+MAX_ENTRIES = 50_000  # the protocol's limit per file; more is not a sitemap a crawler should trust
+_FIELD_MAX = 64
+
+
+def _priority(raw: str) -> str | None:
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return raw if 0.0 <= value <= 1.0 else None
+
+
+class SitemapParser:
+    """Parser for sitemap XML; declines (status unparsed) any other XML, so the next parser may try."""
+
+    def parse(self, body: bytes, url: str, content_type: str | None) -> ParseResult:
+        kind = root_name(body)
+        if kind not in KINDS:
+            return ParseResult(status="unparsed", reason=f"not a sitemap (root element {kind or 'missing'})")
+        try:
+            return self._parse(body, url, content_type)
+        except Exception as exc:  # one bad document must never take down a parse worker
+            return ParseResult(status="failed", reason=f"{type(exc).__name__}: {exc}")
+
+    def _parse(self, body: bytes, url: str, content_type: str | None) -> ParseResult:
+        root = parse_xml(body, content_type)
+        kind = local(root) if root is not None else ""
+        if kind not in KINDS:
+            return ParseResult(status="failed", reason="sitemap is not well-formed XML")
+        found: dict[str, Outlink] = {}
+        fields: dict[str, dict[str, str]] = {}
+        entries = 0
+        for entry in children(root, KINDS[kind]):
+            if entries >= MAX_ENTRIES:
+                break
+            target = resolve(child_text(entry, "loc"), url)
+            if target is None or target in found:
+                continue
+            found[target] = Outlink(target, "")
+            entries += 1
+            meta = {}
+            if lastmod := child_text(entry, "lastmod")[:_FIELD_MAX]:
+                meta["lastmod"] = lastmod
+            if changefreq := child_text(entry, "changefreq")[:_FIELD_MAX].lower():
+                meta["changefreq"] = changefreq
+            if (priority := _priority(child_text(entry, "priority"))) is not None:
+                meta["priority"] = priority
+            fields[target] = meta
+        metadata = {"sitemap": kind, "sitemap_entries": str(entries), **outlink_metadata(fields)}
+        if entries >= MAX_ENTRIES:
+            metadata["sitemap_truncated"] = "true"
+        return ParseResult(status="success", outlinks=list(found.values()), metadata=metadata)
+
+
+def create(cfg: CrawlerConfig) -> SitemapParser:
+    return SitemapParser()

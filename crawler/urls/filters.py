@@ -1,0 +1,88 @@
+"""URL filters: which normalized URLs the crawler keeps (``urls.*`` in config.yaml).
+
+A URL is kept when its scheme is in ``urls.schemes``, it is at most
+``urls.max_length`` characters long, and the ``urls.filters`` rules accept it.
+The rules are ordered ``+regex`` (accept) / ``-regex`` (reject) lines; each
+regex is searched anywhere in the URL and the first rule that matches decides.
+As in Nutch's regex-urlfilter, a URL that no rule matches is rejected (end the
+list with ``+.`` to accept the rest); an empty list accepts everything.
+
+The same chain runs in two places. The fetcher calls ``UrlFilters.check`` on
+each redirect hop; inject and updatedb apply ``filter_sql``, the chain rendered
+as one SQL expression, to millions of URLs at once. DuckDB and Spark use RE2 /
+Java regexes, so rules should keep to the syntax they share with Python's
+``re`` (no look-around, no back-references); ``check_sql_patterns`` names a
+rule the SQL engine cannot compile instead of failing mid-job.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from crawler.config import UrlsConfig
+from crawler.errors import ConfigError
+from crawler.urls.normalize import host_of
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
+_SCHEME_SQL = r"^([A-Za-z][A-Za-z0-9+.\-]*):"
+
+
+class UrlFilters:
+    """The configured filter chain; ``check`` answers None for a kept URL, else the reason."""
+
+    def __init__(self, cfg: UrlsConfig, *, ignore_external: bool = False) -> None:
+        self.schemes = frozenset(s.lower() for s in cfg.schemes)
+        self.max_length = cfg.max_length
+        self.rules = [(rule[0] == "+", re.compile(rule[1:]), rule) for rule in cfg.filters]
+        # Nutch's db.ignore.external.links also drops redirects that leave the source's host.
+        self.ignore_external = ignore_external
+
+    def check(self, url: str, source: str | None = None) -> str | None:
+        """None if ``url`` (normalized) passes the filters; otherwise a short reason naming the setting."""
+        m = _SCHEME.match(url)
+        scheme = m.group(1).lower() if m else ""
+        if scheme not in self.schemes:
+            return f"scheme {scheme or '(none)'} not in urls.schemes"
+        if len(url) > self.max_length:
+            return f"longer than urls.max_length ({self.max_length})"
+        if self.ignore_external and source is not None and host_of(url) != host_of(source):
+            return "external link (db.ignore_external_links)"
+        if not self.rules:
+            return None
+        for number, (accept, pattern, rule) in enumerate(self.rules, start=1):
+            if pattern.search(url):
+                return None if accept else f"rejected by urls.filters rule {number} ({rule})"
+        return "no urls.filters rule matches"
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def filter_sql(cfg: UrlsConfig, column: str) -> str:
+    """A boolean SQL expression: true when the URL in ``column`` passes the chain (same answer as ``check``)."""
+    schemes = ", ".join(_literal(s.lower()) for s in cfg.schemes) or "NULL"
+    parts = [
+        f"lower(regexp_extract({column}, {_literal(_SCHEME_SQL)}, 1)) IN ({schemes})",
+        f"length({column}) <= {int(cfg.max_length)}",
+    ]
+    if cfg.filters:
+        whens = " ".join(
+            f"WHEN regexp_matches({column}, {_literal(rule[1:])}) THEN {'true' if rule[0] == '+' else 'false'}"
+            for rule in cfg.filters
+        )
+        parts.append(f"(CASE {whens} ELSE false END)")
+    return "(" + " AND ".join(parts) + ")"
+
+
+def check_sql_patterns(cfg: UrlsConfig, con: Any) -> None:
+    """Raise ConfigError naming the first rule the SQL engine (``con``, DuckDB) cannot compile."""
+    for number, rule in enumerate(cfg.filters, start=1):
+        try:
+            con.execute("SELECT regexp_matches('', ?)", [rule[1:]]).fetchall()
+        except Exception as exc:  # noqa: BLE001 - any engine error means the same: unusable rule
+            reason = str(exc).splitlines()[0]
+            raise ConfigError(
+                f"config error: urls.filters rule {number} ({rule}): the SQL engine cannot use it ({reason})"
+            ) from exc

@@ -1,0 +1,259 @@
+"""crawler daemon end to end: a real subprocess crawling real loopback hosts, driven by signals."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import duckdb
+from warcio.archiveiterator import ArchiveIterator
+
+from tests.conftest import run_crawler
+from tests.daemon.conftest import daemon_args, http_get, seed, write_site
+
+ALL_PAGES = 7  # index + 6 pages per host
+
+
+def fetched_on(server) -> set[str]:
+    return {r.path_qs for r in server.requests if r.status == 200 and r.path_qs != "/robots.txt"}
+
+
+async def db_rows(tmp_path: Path) -> list[dict]:
+    dump = await run_crawler("readdb", "--dump", "-D", f"crawl_dir={tmp_path / 'crawl'}", "-D", "log.format=json",
+                             cwd=tmp_path)
+    assert dump.code == 0, dump.stderr
+    return [json.loads(line) for line in dump.stdout.splitlines()]
+
+
+def assert_all_readable(crawl: Path) -> list[str]:
+    """Every Parquet and WARC file under crawl_dir reads back whole; no temp file is left. Returns fetched URLs."""
+    assert not list(crawl.rglob(".tmp-*")), list(crawl.rglob(".tmp-*"))
+    con = duckdb.connect()
+    for part in crawl.rglob("*.parquet"):
+        con.execute(f"SELECT count(*) FROM read_parquet('{part}')").fetchall()
+    for warc in crawl.rglob("*.warc.gz"):
+        with open(warc, "rb") as fh:
+            assert sum(1 for record in ArchiveIterator(fh) if record.content_stream().read() is not None)
+    parts = list(crawl.glob("segments/*/fetcher/part-*.parquet"))
+    if not parts:
+        return []
+    listed = ", ".join(f"'{p}'" for p in parts)
+    return [row[0] for row in con.execute(f"SELECT url FROM read_parquet([{listed}])").fetchall()]
+
+
+class TestCrawling:
+    async def test_crawls_and_answers_metrics_and_status(self, tmp_path, three_hosts, start_daemon):
+        """It crawls every reachable page of the seeded hosts and serves /metrics and /status while running."""
+        a, b, c = three_hosts
+        seed(tmp_path, "a.txt", a.url("/"))
+        daemon = await start_daemon(*daemon_args(tmp_path), cwd=tmp_path)
+        port = await daemon.port()
+        await daemon.wait_event("daemon.idle", reason="nothing due")
+        assert fetched_on(a) == {"/", *(f"/p{i}.html" for i in range(6))}
+        assert len(fetched_on(b)) == ALL_PAGES
+        assert not c.requests
+
+        status_code, ctype, body = await http_get(port, "/status")
+        assert status_code == 200 and ctype.startswith("application/json")
+        status = json.loads(body)
+        assert {"phase", "segment", "pages_per_second", "uptime_seconds", "cycle"} <= status.keys()
+        assert status["uptime_seconds"] > 0 and status["cycle"] >= 3
+        assert status["fetched_total"] >= 2 * ALL_PAGES
+
+        status_code, ctype, metrics = await http_get(port, "/metrics")
+        assert status_code == 200 and ctype.startswith("text/plain")
+        values = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+                  for line in metrics.splitlines() if line and not line.startswith("#")}
+        assert values['crawler_pages_fetched_total{status="2xx"}'] >= 2 * ALL_PAGES
+        assert values["crawler_bytes_fetched_total"] > 0
+        assert values["crawler_fetch_duration_seconds_count"] >= 2 * ALL_PAGES
+        assert values['crawler_cycles_total{outcome="done"}'] >= 3
+        assert values['crawler_webdb_pages{status="fetched"}'] == 2 * ALL_PAGES
+        for name in ("crawler_queued_entries", "crawler_active_hosts", "crawler_cycle_duration_seconds_count"):
+            assert name in values, name
+
+        done = daemon.find("cycle.done")
+        assert done and all({"cycle", "segment", "fetched", "elapsed_s", "phases_s"} <= e.keys() for e in done)
+        assert all(e["phase"] == "fetch" for e in daemon.find("fetch.start"))
+
+        daemon.signal(signal.SIGTERM)
+        assert await daemon.wait_exit() == 0
+
+    async def test_seed_file_dropped_later_is_crawled(self, tmp_path, three_hosts, start_daemon):
+        """A seed file dropped into daemon.seeds while the daemon runs is injected once and crawled."""
+        a, _b, c = three_hosts
+        seed(tmp_path, "a.txt", a.url("/"))
+        daemon = await start_daemon(*daemon_args(tmp_path), cwd=tmp_path)
+        await daemon.wait_event("daemon.idle", reason="nothing due")
+        mark = len(daemon.events)
+        seed(tmp_path, "c.txt", c.url("/"))
+        injected = await daemon.wait_event("daemon.seeds_injected", after=mark)
+        assert injected["file"].endswith("c.txt") and injected["injected"] == 1
+        await daemon.wait_event("daemon.idle", after=len(daemon.events), reason="nothing due")
+        assert len(fetched_on(c)) == ALL_PAGES
+        assert len(daemon.find("daemon.seeds_injected")) == 2  # a.txt is not injected again
+        daemon.signal(signal.SIGTERM)
+        assert await daemon.wait_exit() == 0
+        rows = await db_rows(tmp_path)
+        assert sum(1 for r in rows if r["url"].startswith(c.url("/")) and r["status"] == "fetched") == ALL_PAGES
+
+
+class TestSignals:
+    async def test_sighup_changes_the_per_host_concurrency_the_server_sees(self, tmp_path, three_hosts,
+                                                                           start_daemon):
+        """After SIGHUP with a higher per-host limit the host sees parallel requests; bad config is refused."""
+        a, _b, _c = three_hosts
+        a.delay = 0.15
+        write_site(Path(a.root), 30)
+        config = tmp_path / "config.yaml"
+        fetcher = "fetcher:\n  min_delay: 0\n  concurrency: 8\n  per_host_concurrency: {}\n"
+        config.write_text(f"crawl_dir: {tmp_path / 'crawl'}\n" + fetcher.format(1))
+        seed(tmp_path, "a.txt", a.url("/"))
+        args = daemon_args(tmp_path, "-D", "generate.top_n=8")
+        where = args.index(f"crawl_dir={tmp_path / 'crawl'}")
+        del args[where - 1:where + 1]  # crawl_dir comes from the file, so a reload can try to change it
+        daemon = await start_daemon(*args, cwd=tmp_path)
+        await daemon.wait_event("cycle.done", cycle=2)
+        assert a.max_in_flight == 1
+
+        config.write_text("fetcher: [not, a, mapping\n")
+        mark = len(daemon.events)
+        daemon.signal(signal.SIGHUP)
+        failed = await daemon.wait_event("config.reload_failed", after=mark)
+        assert str(config) in failed["error"]
+
+        config.write_text(f"crawl_dir: {tmp_path / 'somewhere-else'}\n" + fetcher.format(4))
+        mark = len(daemon.events)
+        daemon.signal(signal.SIGHUP)
+        reloaded = await daemon.wait_event("config.reloaded", after=mark)
+        assert "fetcher.per_host_concurrency" in reloaded["changed"]
+        assert reloaded["restart_required"] == ["crawl_dir"]
+        # Live when a fetch is running and can be reconfigured, else from the next segment: both within a cycle.
+        await daemon.wait_event("cycle.done", after=len(daemon.events))
+        assert a.max_in_flight > 1, daemon.tail(40)
+        assert not (tmp_path / "somewhere-else").exists()
+        daemon.signal(signal.SIGTERM)
+        assert await daemon.wait_exit() == 0
+
+    async def test_sigterm_mid_fetch_exits_0_with_all_records_readable(self, tmp_path, three_hosts, start_daemon):
+        """SIGTERM during a fetch drains in-flight requests, commits, exits 0; a restart finishes the crawl."""
+        a, b, _c = three_hosts
+        a.delay = b.delay = 0.2
+        seed(tmp_path, "a.txt", a.url("/"))
+        args = daemon_args(tmp_path, "-D", "daemon.shutdown_timeout=20s", "-D", "fetcher.commit_records=1",
+                           "-D", "fetcher.per_host_concurrency=1")
+        daemon = await start_daemon(*args, cwd=tmp_path)
+        await daemon.wait_event("fetch.start", cycle=2)
+        await daemon.wait_for(lambda _e: len(fetched_on(a)) >= 3, "a few pages of the second segment")
+        daemon.signal(signal.SIGTERM)
+        assert await daemon.wait_exit(timeout=20 + 10) == 0
+        assert daemon.find("daemon.stopped", forced=False)
+        committed = assert_all_readable(tmp_path / "crawl")
+        assert len(committed) == len(set(committed)) >= 3
+
+        daemon = await start_daemon(*args, cwd=tmp_path)
+        await daemon.wait_event("daemon.idle", reason="nothing due")
+        daemon.signal(signal.SIGTERM)
+        assert await daemon.wait_exit() == 0
+        rows = await db_rows(tmp_path)
+        assert sum(1 for r in rows if r["status"] == "fetched") == 2 * ALL_PAGES
+        urls = assert_all_readable(tmp_path / "crawl")
+        assert len(urls) == len(set(urls)) == 2 * ALL_PAGES
+
+    async def test_sigkill_then_restart_resumes_without_loss_or_duplicates(self, tmp_path, three_hosts,
+                                                                          start_daemon):
+        """After SIGKILL mid-fetch (and stray temp files), a restart cleans up and ends with every URL once."""
+        a, b, _c = three_hosts
+        a.delay = b.delay = 0.2
+        seed(tmp_path, "a.txt", a.url("/"))
+        args = daemon_args(tmp_path, "-D", "fetcher.commit_records=1")
+        daemon = await start_daemon(*args, cwd=tmp_path)
+        await daemon.wait_event("fetch.start", cycle=2)
+        await daemon.wait_for(lambda _e: len(fetched_on(a)) >= 3, "a few pages of the second segment")
+        daemon.proc.kill()
+        assert await daemon.wait_exit() == -signal.SIGKILL
+        crawl = tmp_path / "crawl"
+        committed_before = assert_all_readable(crawl)
+        assert committed_before
+        segment = sorted((crawl / "segments").iterdir())[-1]
+        (segment / "fetcher" / ".tmp-part-00000-00099.parquet.1").write_bytes(b"half a part")
+        (crawl / "webdb" / ".tmp-v000099.1").mkdir()
+
+        daemon = await start_daemon(*args, cwd=tmp_path)
+        recovered = await daemon.wait_event("daemon.recovered")
+        assert recovered["temp_files_removed"] >= 2 and recovered["to_resume"] == [segment.name]
+        await daemon.wait_event("daemon.idle", reason="nothing due")
+        daemon.signal(signal.SIGTERM)
+        assert await daemon.wait_exit() == 0
+        urls = assert_all_readable(crawl)
+        assert set(committed_before) <= set(urls)
+        assert len(urls) == len(set(urls)) == 2 * ALL_PAGES
+        rows = await db_rows(tmp_path)
+        assert sorted(r["url"] for r in rows if r["status"] == "fetched") == sorted(urls)
+
+    async def test_second_signal_exits_at_once(self, tmp_path, three_hosts, start_daemon):
+        """A second SIGTERM during a long drain exits at once, leaving only complete files."""
+        a, _b, _c = three_hosts
+        a.delay = 3.0
+        seed(tmp_path, "a.txt", a.url("/"))
+        daemon = await start_daemon(*daemon_args(tmp_path, "-D", "daemon.shutdown_timeout=60s"), cwd=tmp_path)
+        await daemon.wait_for(lambda _e: a.in_flight > 0 and a.requests, "a slow request in flight")
+        daemon.signal(signal.SIGTERM)
+        await daemon.wait_event("daemon.stopping")
+        daemon.signal(signal.SIGTERM)
+        assert await daemon.wait_exit(timeout=10) == 128 + signal.SIGTERM
+        assert daemon.find("daemon.exit_now")
+        for part in (tmp_path / "crawl").rglob("*.parquet"):
+            duckdb.connect().execute(f"SELECT count(*) FROM read_parquet('{part}')").fetchall()
+
+
+class TestLifecycle:
+    async def test_max_cycles_and_keep_segments(self, tmp_path, three_hosts, start_daemon):
+        """With daemon.max_cycles it exits 0 by itself; merged segments beyond keep_segments are archived."""
+        a, _b, _c = three_hosts
+        seed(tmp_path, "a.txt", a.url("/"))
+        archive = tmp_path / "archive"
+        args = daemon_args(tmp_path, "-D", "daemon.max_cycles=3", "-D", "daemon.keep_segments=1",
+                           "-D", f"daemon.archive_dir={archive}", "-D", "metrics.listen=")
+        daemon = await start_daemon(*args, cwd=tmp_path)
+        assert await daemon.wait_exit() == 0
+        assert len(daemon.find("cycle.done")) == 3
+        assert not daemon.find("metrics.listening")
+        kept = [p.name for p in (tmp_path / "crawl" / "segments").iterdir()]
+        assert len(kept) == 1
+        assert len([p for p in archive.iterdir() if not p.name.startswith(".")]) == 2
+
+    async def test_one_daemon_per_crawl_dir(self, tmp_path, three_hosts, start_daemon):
+        """A second daemon on the same crawl_dir refuses to start, naming the first one's pid."""
+        a, _b, _c = three_hosts
+        seed(tmp_path, "a.txt", a.url("/"))
+        first = await start_daemon(*daemon_args(tmp_path), cwd=tmp_path)
+        await first.wait_event("daemon.recovered")
+        second = await start_daemon(*daemon_args(tmp_path), cwd=tmp_path)
+        assert await second.wait_exit() == 1
+        assert any(f"pid {first.proc.pid}" in line for line in second.other_lines)
+        first.signal(signal.SIGINT)
+        assert await first.wait_exit() == 0
+
+
+class TestOverlap:
+    async def test_next_segment_starts_while_a_slow_host_finishes_and_hosts_never_overlap(
+            self, tmp_path, three_hosts, start_daemon):
+        """While a slow host ends a segment, the next one (without that host) is already fetching; politeness holds."""
+        a, b, c = three_hosts
+        for server in three_hosts:
+            write_site(Path(server.root), 0)
+        a.delay = 1.0
+        seed(tmp_path, "abc.txt", a.url("/"), b.url("/"), c.url("/"))
+        args = daemon_args(tmp_path, "-D", "generate.top_n=2", "-D", "daemon.max_cycles=2",
+                           "-D", "fetcher.per_host_concurrency=1")
+        daemon = await start_daemon(*args, cwd=tmp_path)
+        assert await daemon.wait_exit() == 0
+        overlap = daemon.find("daemon.overlap")
+        assert overlap, daemon.tail(30)
+        done = daemon.find("cycle.done")
+        assert [e["segment"] for e in done][1] == overlap[0]["next_segment"]
+        slow_page = next(r for r in a.requests if r.path_qs == "/")
+        assert c.requests and c.requests[0].started < slow_page.finished
+        assert [s.max_in_flight for s in three_hosts] == [1, 1, 1]

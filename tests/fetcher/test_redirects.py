@@ -1,0 +1,91 @@
+"""Redirects followed by the fetcher: chains, loops, limits, robots, politeness and the address policy per hop."""
+
+from __future__ import annotations
+
+from tests.fetcher.conftest import fetch, page, redirect, robots
+
+
+class TestChains:
+    async def test_chain_is_followed_and_recorded(self, tmp_path, servers):
+        """A 301 -> 302 -> 200 chain is fetched in one run; each hop's row names the chain's source and hop number."""
+        site = await servers("127.0.0.1", {"/a": redirect("/b"), "/b": redirect("/c", 302), "/c": page()})
+        _, rows, _ = await fetch(tmp_path, [site.url("/a")])
+        a, b, c = rows[site.url("/a")], rows[site.url("/b")], rows[site.url("/c")]
+        assert (a["status"], a["redirect_url"], a["redirect_hop"]) == ("redirect_perm", site.url("/b"), None)
+        assert (b["status"], b["redirect_url"], b["redirect_hop"]) == ("redirect_temp", site.url("/c"), 1)
+        assert (c["status"], c["http_status"], c["redirect_hop"]) == ("success", 200, 2)
+        assert b["redirect_source"] == c["redirect_source"] == site.url("/a")
+        assert site.paths().count("/c") == 1
+
+    async def test_loop_is_detected(self, tmp_path, servers):
+        """x -> y -> x stops at the loop: each URL is requested once and the reason says why."""
+        site = await servers("127.0.0.1", {"/x": redirect("/y"), "/y": redirect("/x")})
+        _, rows, _ = await fetch(tmp_path, [site.url("/x")])
+        assert sorted(rows) == [site.url("/x"), site.url("/y")]
+        assert "redirect loop" in rows[site.url("/y")]["reason"]
+        assert site.paths().count("/x") == 1
+
+    async def test_max_redirects_limits_the_hops(self, tmp_path, servers):
+        """With http.max_redirects=1 the second hop is not followed; its target is left for updatedb."""
+        site = await servers("127.0.0.1", {"/a": redirect("/b"), "/b": redirect("/c"), "/c": page()})
+        _, rows, _ = await fetch(tmp_path, [site.url("/a")], "http.max_redirects=1")
+        assert site.url("/c") not in rows
+        assert rows[site.url("/b")]["redirect_url"] == site.url("/c")
+        assert "http.max_redirects" in rows[site.url("/b")]["reason"]
+        assert "/c" not in site.paths()
+
+    async def test_shared_target_is_fetched_once(self, tmp_path, servers):
+        """Many pages redirecting to one target fetch it once in a segment (no duplicate rows)."""
+        routes = {f"/old{i}": redirect("/new") for i in range(5)}
+        site = await servers("127.0.0.1", {**routes, "/new": page()})
+        _, rows, _ = await fetch(tmp_path, [site.url(f"/old{i}") for i in range(5)])
+        assert rows[site.url("/new")]["status"] == "success"
+        assert site.paths().count("/new") == 1
+
+    async def test_filtered_target_is_not_followed(self, tmp_path, servers):
+        """A hop whose target urls.filters rejects is recorded on the source row, not fetched."""
+        site = await servers("127.0.0.1", {"/a": redirect("/skip/me"), "/skip/me": page()})
+        _, rows, _ = await fetch(tmp_path, [site.url("/a")], "urls.filters=['-/skip/', '+.']")
+        assert "filtered" in rows[site.url("/a")]["reason"]
+        assert "/skip/me" not in site.paths()
+
+
+class TestHopsArePolite:
+    async def test_redirect_into_disallowed_path_is_not_requested(self, tmp_path, servers):
+        """A hop into a robots-disallowed path is recorded robots_denied and never requested."""
+        site = await servers("127.0.0.1", {"/robots.txt": robots("User-agent: *\nDisallow: /private/\n"),
+                                           "/a": redirect("/private/x"), "/private/x": page()})
+        _, rows, _ = await fetch(tmp_path, [site.url("/a")])
+        assert rows[site.url("/private/x")]["status"] == "robots_denied"
+        assert "/private/x" not in site.paths()
+
+    async def test_cross_host_hop_waits_for_the_target_hosts_delay(self, tmp_path, servers):
+        """A hop to another host goes through that host's queue: its requests stay min_delay apart."""
+        target = await servers("127.0.0.2", {f"/p{i}": page() for i in range(3)})
+        source = await servers("127.0.0.1", {"/go": redirect(target.url("/p0"))})
+        urls = [source.url("/go"), target.url("/p1"), target.url("/p2")]
+        _, rows, _ = await fetch(tmp_path, urls, "fetcher.min_delay=0.3")
+        assert rows[target.url("/p0")]["status"] == "success"
+        starts = sorted(h.started for h in target.hits if h.path != "/robots.txt")
+        assert len(starts) == 3
+        assert min(b - a for a, b in zip(starts, starts[1:], strict=False)) >= 0.3 - 0.01
+
+
+class TestPrivateAddresses:
+    async def test_redirect_cannot_smuggle_in_a_private_address(self, tmp_path, servers):
+        """With private networks refused, a redirect to a private address (literal or by name) fails and is never sent."""
+        inner = await servers("127.0.0.2", {"/secret": page()})
+        outer = await servers("127.0.0.1", {
+            "/literal": redirect(inner.url("/secret")),
+            "/named": redirect(f"http://intranet.test:{inner.port}/secret"),
+        })
+        _, rows, _ = await fetch(
+            tmp_path, [outer.url("/literal"), outer.url("/named")],
+            "http.allow_private_networks=false", "http.private_allowlist=['127.0.0.1']",
+            "http.resolve={intranet.test: 127.0.0.2}",
+        )
+        assert rows[outer.url("/literal")]["status"] == "redirect_perm"
+        for url in (inner.url("/secret"), f"http://intranet.test:{inner.port}/secret"):
+            assert rows[url]["status"] == "failed"
+            assert rows[url]["reason"].startswith("blocked_address")
+        assert inner.hits == []

@@ -1,0 +1,60 @@
+"""robots.txt in the fetcher: one fetch and one log line per host, the TTL, Sitemap lines as outlinks."""
+
+from __future__ import annotations
+
+import structlog
+
+from crawler.config import load_config
+from crawler.fetcher.robots import RobotsCache
+from crawler.protocols.http import HttpProtocol
+from crawler.segments.layout import Segment
+from tests.fetcher.conftest import fetch, page, read_rows, robots
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class TestRobotsCache:
+    async def test_outcome_logged_once_per_host_with_its_reason(self, tmp_path, servers):
+        """Two hosts, many URLs each: robots.txt is requested once per host and robots.outcome logged once each."""
+        a = await servers("127.0.0.1", {"/robots.txt": robots("User-agent: *\nDisallow: /no\n"),
+                                        **{f"/p{i}": page() for i in range(5)}})
+        b = await servers("127.0.0.2", {f"/p{i}": page() for i in range(5)})
+        _, _, logs = await fetch(tmp_path, [s.url(f"/p{i}") for s in (a, b) for i in range(5)])
+        outcomes = {e["origin"]: e for e in logs if e["event"] == "robots.outcome"}
+        assert len([e for e in logs if e["event"] == "robots.outcome"]) == 2
+        assert outcomes[a.url("")]["reason"] == "parsed"
+        assert "404" in outcomes[b.url("")]["reason"] and outcomes[b.url("")]["outcome"] == "allow_all"
+        assert a.paths().count("/robots.txt") == 1 and b.paths().count("/robots.txt") == 1
+
+    async def test_rules_are_refetched_after_the_ttl(self, servers):
+        """Within robots.cache_ttl the cached rules answer; after it, robots.txt is fetched again."""
+        site = await servers("127.0.0.1", {"/robots.txt": robots("User-agent: *\nDisallow:\n")})
+        protocol = HttpProtocol(load_config(None, ["http.allow_private_networks=true"]))
+        clock = Clock()
+        cache = RobotsCache(lambda _url: protocol, structlog.get_logger(), ttl=60, clock=clock)
+        try:
+            for _ in range(3):
+                await cache.rules_for(site.url("/x"))
+            clock.now = 61
+            await cache.rules_for(site.url("/y"))
+        finally:
+            await protocol.aclose()
+        assert site.paths() == ["/robots.txt", "/robots.txt"]
+
+
+class TestSitemaps:
+    async def test_sitemap_lines_become_outlinks_of_the_first_parsed_page(self, tmp_path, servers):
+        """robots.txt Sitemap: URLs appear once, anchor 'sitemap', in the outlinks of one parsed page of the host."""
+        site = await servers("127.0.0.1", {})
+        site.routes.update({"/robots.txt": robots(f"User-agent: *\nDisallow:\nSitemap: {site.url('/sitemap.xml')}\n"),
+                            **{f"/p{i}": page() for i in range(3)}})
+        await fetch(tmp_path, [site.url(f"/p{i}") for i in range(3)])
+        seg = Segment(next((tmp_path / "segments").iterdir()))
+        outlinks = [o for row in read_rows(seg, "parse_data") for o in row["outlinks"]]
+        assert outlinks == [{"url": site.url("/sitemap.xml"), "anchor": "sitemap"}]
