@@ -79,9 +79,12 @@ def run_crawler(seeds: Path, concurrency: int, tag: str) -> tuple[Run, list[str]
     table = pq.ParquetDataset(sorted(crawl_dir.glob("segments/*/fetcher/part-*.parquet"))).read(
         columns=["url", "status", "fetch_time"])
     rows = table.to_pylist()
-    ok = [r for r in rows if r["status"] == "success"]
-    hist = _histogram([r["fetch_time"].timestamp() for r in rows])
-    return Run("crawler", wall, cpu, rss, len(ok), hist), sorted(r["url"] for r in ok)
+    # Pages found = distinct URLs fetched with 2xx; the floor gets every URL the crawler requested
+    # (404s and redirect sources included), so both do the same network work.
+    ok = {r["url"] for r in rows if r["status"] == "success"}
+    requested = sorted({r["url"] for r in rows if r["status"] not in ("robots_denied",)})
+    hist = _histogram([r["fetch_time"].timestamp() for r in rows if r["status"] == "success"])
+    return Run("crawler", wall, cpu, rss, len(ok), hist), requested
 
 
 def run_scrapy(seeds: Path, concurrency: int, tag: str) -> Run:
@@ -90,7 +93,10 @@ def run_scrapy(seeds: Path, concurrency: int, tag: str) -> Run:
     wall, cpu, rss = timed([sys.executable, str(PEERS / "scrapy_spider.py"), str(seeds), str(out), str(concurrency)],
                            WORK / f"scrapy-{tag}.log")
     items = [json.loads(line) for line in out.read_text().splitlines()]
-    return Run("scrapy", wall, cpu, rss, len(items), _histogram([i["t"] for i in items]))
+    first: dict[str, float] = {}
+    for item in items:
+        first.setdefault(item["url"], item["t"])
+    return Run("scrapy", wall, cpu, rss, len(first), _histogram(list(first.values())))
 
 
 def run_floor(urls: Path, concurrency: int, tag: str) -> Run:

@@ -31,9 +31,11 @@ async def main(urls: list[str], concurrency: int, per_host: int) -> None:
             while not queue.empty():
                 url = queue.get_nowait()
                 try:
-                    async with session.get(url) as resp:
+                    async with session.get(url, allow_redirects=False) as resp:
                         body = await resp.read()
                 except aiohttp.ClientError:
+                    continue
+                if resp.status != 200:
                     continue
                 tree = LexborHTMLParser(body)
                 title = tree.css_first("title")
