@@ -68,14 +68,22 @@ def _histogram(times: list[float]) -> dict[int, int]:
     return dict(sorted(Counter(int(t - start) for t in times).items()))
 
 
-def run_crawler(seeds: Path, concurrency: int, tag: str) -> tuple[Run, list[str]]:
+# "crawler": one fetch process doing everything; "crawler-all": parsing and part writing in worker
+# processes kept for the whole crawl (fetcher.parse_processes), so every core works.
+CRAWLER_VARIANTS = {
+    "crawler": [],
+    "crawler-all": ["-D", f"fetcher.parse_processes={max(1, (os.cpu_count() or 2) - 1)}"],
+}
+
+
+def run_crawler(seeds: Path, concurrency: int, tag: str, name: str = "crawler") -> tuple[Run, list[str]]:
     crawl_dir = WORK / f"crawl-{tag}"
     shutil.rmtree(crawl_dir, ignore_errors=True)
     cmd = [str(CRAWLER), "crawl", "--seeds", str(seeds), "--rounds", "30", "-D", f"crawl_dir={crawl_dir}",
            "-D", "http.allow_private_networks=true", "-D", "fetcher.min_delay=0",
            "-D", "fetcher.per_host_concurrency=2", "-D", f"fetcher.concurrency={concurrency}",
-           "-D", "log.level=warning", "-D", "log.format=json"]
-    wall, cpu, rss = timed(cmd, WORK / f"crawler-{tag}.log")
+           "-D", "log.level=warning", "-D", "log.format=json", *CRAWLER_VARIANTS[name]]
+    wall, cpu, rss = timed(cmd, WORK / f"{name}-{tag}.log")
     table = pq.ParquetDataset(sorted(crawl_dir.glob("segments/*/fetcher/part-*.parquet"))).read(
         columns=["url", "status", "fetch_time"])
     rows = table.to_pylist()
@@ -84,7 +92,7 @@ def run_crawler(seeds: Path, concurrency: int, tag: str) -> tuple[Run, list[str]
     ok = {r["url"] for r in rows if r["status"] == "success"}
     requested = sorted({r["url"] for r in rows if r["status"] not in ("robots_denied",)})
     hist = _histogram([r["fetch_time"].timestamp() for r in rows if r["status"] == "success"])
-    return Run("crawler", wall, cpu, rss, len(ok), hist), requested
+    return Run(name, wall, cpu, rss, len(ok), hist), requested
 
 
 def run_scrapy(seeds: Path, concurrency: int, tag: str) -> Run:
@@ -143,7 +151,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--port", type=int, default=18080)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--only", default="crawler,scrapy,floor")
+    parser.add_argument("--only", default="crawler,crawler-all,scrapy,floor")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "bench-compare.png")
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
@@ -153,12 +161,13 @@ def main() -> None:
     results: dict[str, list[Run]] = {name: [] for name in only}
     with Nginx(WORK / "web", args.port, WORK / "nginx"):
         urls_file = WORK / "urls.txt"
+        urls_file.unlink(missing_ok=True)  # from another web size or seed: the floor must not use it
         for i in range(args.runs):
             order = only[i % len(only):] + only[: i % len(only)]
             for name in order:
                 tag = f"{i}"
-                if name == "crawler":
-                    run, urls = run_crawler(seeds, args.concurrency, tag)
+                if name in CRAWLER_VARIANTS:
+                    run, urls = run_crawler(seeds, args.concurrency, tag, name)
                     urls_file.write_text("\n".join(urls) + "\n")
                 elif name == "scrapy":
                     run = run_scrapy(seeds, args.concurrency, tag)
@@ -176,12 +185,14 @@ def main() -> None:
     for name, row in rows.items():
         print(f"| {name} | {row['pages_per_second']:.1f} | {row['cpu_per_1000']:.2f} | {row['rss_mb']:.0f} | "
               f"{row['pages']:.0f} | {row['wall']:.1f} |")
-    if "crawler" in rows and "scrapy" in rows:
-        c, s = rows["crawler"], rows["scrapy"]
-        print(f"\ncrawler/scrapy pages/s: {c['pages_per_second'] / s['pages_per_second']:.2f}x; "
-              f"CPU per page: {c['cpu_per_1000'] / s['cpu_per_1000']:.2f} of Scrapy's")
-    if "crawler" in rows and "floor" in rows:
-        print(f"crawler/floor pages/s: {rows['crawler']['pages_per_second'] / rows['floor']['pages_per_second']:.2f}")
+    for name in (n for n in CRAWLER_VARIANTS if n in rows):
+        c = rows[name]
+        if "scrapy" in rows:
+            s = rows["scrapy"]
+            print(f"\n{name}/scrapy pages/s: {c['pages_per_second'] / s['pages_per_second']:.2f}x; "
+                  f"CPU per page: {c['cpu_per_1000'] / s['cpu_per_1000']:.2f} of Scrapy's")
+        if "floor" in rows:
+            print(f"{name}/floor pages/s: {c['pages_per_second'] / rows['floor']['pages_per_second']:.2f}")
     plot({name: runs[-1].per_second for name, runs in results.items() if runs}, args.plot)
     print(f"plot: {args.plot}")
 

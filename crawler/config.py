@@ -8,12 +8,22 @@ receive their own section and cannot change it under each other.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from crawler.errors import ConfigError
 from crawler.units import parse_duration, parse_size
@@ -25,6 +35,14 @@ DEFAULT_CONFIG = Path("config.yaml")
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic takes true as 1: `top_n: yes` would silently mean one URL per segment.
+        if isinstance(value, bool) and cls.model_fields[info.field_name].annotation in (int, float):
+            raise ValueError("expected a number, not true/false")
+        return value
 
 
 class TimeoutConfig(Section):
@@ -39,6 +57,14 @@ class DnsConfig(Section):
     max_lookups: int = Field(32, ge=1)
 
 
+def _check_network(value: str) -> str:
+    try:
+        ipaddress.ip_network(value, strict=False)
+    except ValueError as exc:
+        raise ValueError("expected an address or a network like 127.0.0.0/8") from exc
+    return value
+
+
 class HttpConfig(Section):
     agent_name: str = Field("crawler", min_length=1)
     user_agent: str = ""
@@ -46,7 +72,7 @@ class HttpConfig(Section):
     max_redirects: int = Field(5, ge=0, le=20)
     timeout: TimeoutConfig = TimeoutConfig()
     allow_private_networks: bool = False
-    private_allowlist: list[str] = []
+    private_allowlist: list[Annotated[str, AfterValidator(_check_network)]] = []
     resolve: dict[str, str] = {}
     dns: DnsConfig = DnsConfig()
 
@@ -71,6 +97,7 @@ class FetcherConfig(Section):
     max_exceptions_per_queue: int = Field(10, ge=0)
     time_limit: Duration = 0.0
     processes: int = Field(1, ge=1, le=256)
+    parse_processes: int = Field(0, ge=0, le=256)  # parse in this many worker processes; 0 = on the event loop
     progress_interval: Duration = 10.0
 
 
@@ -120,6 +147,7 @@ def _check_filter_rule(rule: str) -> str:
 class UrlsConfig(Section):
     filters: list[Annotated[str, AfterValidator(_check_filter_rule)]] = []
     max_length: int = Field(2048, ge=1)
+    max_segment_repeats: int = Field(3, ge=0)  # spider traps like /a/b/a/b/a/b/a/b/; 0 = no limit
     schemes: list[str] = ["http", "https"]
 
 
@@ -219,7 +247,7 @@ def _apply_override(tree: dict[str, Any], override: str) -> None:
         raise ConfigError(f"config error: -D {override!r}: expected dotted.key=value")
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError):  # ValueError: an integer over Python's 4300-digit limit
         value = raw
     node = tree
     parts = key.split(".")
@@ -236,9 +264,11 @@ def _describe(error: ValidationError, tree: dict[str, Any], source: str) -> str:
     path = ".".join(str(p) for p in first["loc"])
     if first["type"] == "extra_forbidden":
         return f"config error ({source}): unknown key {path}"
-    value = first.get("input")
+    value = repr(first.get("input"))
+    if len(value) > 80:  # one readable line, even for a 5000-digit number
+        value = value[:77] + "..."
     reason = first["msg"].removeprefix("Value error, ")
-    return f"config error ({source}): {path} = {value!r}: {reason}"
+    return f"config error ({source}): {path} = {value}: {reason}"
 
 
 def load_config(path: Path | str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> CrawlerConfig:
@@ -253,7 +283,7 @@ def load_config(path: Path | str | None = None, overrides: list[str] | tuple[str
     if file.exists():
         try:
             loaded = yaml.safe_load(file.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError, OSError) as exc:
+        except (yaml.YAMLError, ValueError, OSError) as exc:  # ValueError: bad UTF-8, or a 5000-digit int
             mark = getattr(exc, "problem_mark", None)
             where = f" line {mark.line + 1}" if mark is not None else ""
             raise ConfigError(f"config error: {file}{where}: not valid YAML ({exc.__class__.__name__})") from exc

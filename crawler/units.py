@@ -7,6 +7,7 @@ Durations are seconds as a number, or strings like ``500ms``, ``30s``, ``1h``,
 
 from __future__ import annotations
 
+import math
 import re
 
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
@@ -24,12 +25,20 @@ def parse_duration(value: object) -> float:
     if isinstance(value, int | float):
         if value < 0:
             raise ValueError("a duration cannot be negative")
-        return float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int too large for a float
+            seconds = math.inf
+        if not math.isfinite(seconds):  # YAML .nan / .inf: NaN compares false with every limit
+            raise ValueError("a duration must be a finite number of seconds")
+        return seconds
     if isinstance(value, str):
         match = _NUMBER_UNIT.match(value)
         if match and match.group(2).lower() in _DURATION_UNITS | {"": 1.0}:
             unit = match.group(2).lower()
-            return float(match.group(1)) * _DURATION_UNITS.get(unit, 1.0)
+            seconds = float(match.group(1)) * _DURATION_UNITS.get(unit, 1.0)
+            if math.isfinite(seconds):  # '1e400' does not match; a 400-digit number would overflow
+                return seconds
     raise ValueError("expected a duration (seconds, or like 500ms, 30s, 1h, 30d)")
 
 

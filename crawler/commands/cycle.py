@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
+from typing import Any
 
 from crawler.config import CrawlerConfig, with_overrides
 from crawler.errors import CrawlerError, SegmentError, UsageError
-from crawler.fetcher.runner import run_fetch
+from crawler.fetcher.parsepool import ParsePool
+from crawler.fetcher.runner import own_parse_pool, run_fetch
 from crawler.jobs.generate import generate
 from crawler.jobs.inject import inject
 from crawler.jobs.invertlinks import invertlinks
@@ -43,8 +46,9 @@ def cmd_generate(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
     return 0
 
 
-def _fetch(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None = None) -> None:
-    run_fetch(cfg, segment, partitions)
+def _fetch(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None = None,
+           parse_pool: ParsePool | None = None) -> None:
+    run_fetch(cfg, segment, partitions, parse_pool)
 
 
 def cmd_fetch(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
@@ -77,13 +81,19 @@ def cmd_crawl(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
     log = get_logger(command="crawl")
     if args.rounds < 0:
         raise UsageError(f"--rounds must be 0 or more, got {args.rounds}")
+    # One parse pool for every round (its workers start while inject runs), when fetching in this process.
+    with own_parse_pool(cfg) if cfg.fetcher.processes == 1 else contextlib.nullcontext() as pool:
+        return _crawl(cfg, args, log, pool)
+
+
+def _crawl(cfg: CrawlerConfig, args: argparse.Namespace, log: Any, pool: ParsePool | None) -> int:
     if args.seeds:
         inject(cfg, Path(args.seeds), log)
     # A crash leaves segments generated or half fetched: finish them before generating anew.
     for segment in unfinished_segments(cfg):
         log.info("crawl.resume", segment=segment.name, state=segment.state)
         if not segment.is_done("fetcher"):
-            _fetch(cfg, segment)
+            _fetch(cfg, segment, parse_pool=pool)
         updatedb(cfg, [segment], log)
         invertlinks(cfg, [segment], log)
     for round_no in range(1, args.rounds + 1):
@@ -92,7 +102,7 @@ def cmd_crawl(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
             log.info("crawl.done", rounds=round_no - 1, reason="nothing due")
             break
         print(segment.path, flush=True)
-        _fetch(cfg, segment)
+        _fetch(cfg, segment, parse_pool=pool)
         if not segment.is_done("fetcher"):
             raise SegmentError(f"{segment.path}: fetch did not complete")
         updatedb(cfg, [segment], log)

@@ -13,8 +13,10 @@ core. The parent only starts them, passes signals on, and waits.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ import uvloop
 
 from crawler.config import CrawlerConfig
 from crawler.errors import CrawlerError
+from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.service import FetchReport, fetch_segment, fetchlist_partitions
 from crawler.log import configure_logging, get_logger
 from crawler.segments.layout import Segment
@@ -29,7 +32,8 @@ from crawler.segments.layout import Segment
 _STOPPED = 3  # a child's exit code when a signal stopped it
 
 
-async def _fetch_until_signal(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None) -> FetchReport:
+async def _fetch_until_signal(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None,
+                              parse_pool: ParsePool | None = None) -> FetchReport:
     log = get_logger(command="fetch")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -42,14 +46,15 @@ async def _fetch_until_signal(cfg: CrawlerConfig, segment: Segment, partitions: 
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig)
-    return await fetch_segment(cfg, segment, log, partitions, stop=stop)
+    return await fetch_segment(cfg, segment, log, partitions, stop=stop, parse_pool=parse_pool)
 
 
 def _child(cfg: CrawlerConfig, segment_path: str, partitions: list[int]) -> None:
     # Ctrl-C reaches the whole process group; the parent alone decides and passes SIGTERM on.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     configure_logging(cfg.log)
-    report = uvloop.run(_fetch_until_signal(cfg, Segment(Path(segment_path)), partitions))
+    with own_parse_pool(cfg) as pool:
+        report = uvloop.run(_fetch_until_signal(cfg, Segment(Path(segment_path)), partitions, pool))
     raise SystemExit(_STOPPED if report.stopped else 0)
 
 
@@ -59,12 +64,27 @@ def shares(partitions: list[int], processes: int) -> list[list[int]]:
     return [partitions[i::count] for i in range(count)]
 
 
-def run_fetch(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None = None) -> None:
-    """Fetch ``segment`` (all partitions, or the given ones); raises CrawlerError if a signal stopped it."""
+@contextlib.contextmanager
+def own_parse_pool(cfg: CrawlerConfig, pool: ParsePool | None = None) -> Iterator[ParsePool | None]:
+    """``pool`` if given (crawl keeps one for all rounds), else a new one for this fetch if configured."""
+    if pool is not None or not cfg.fetcher.parse or cfg.fetcher.parse_processes < 1:
+        yield pool
+        return
+    with ParsePool(cfg, cfg.fetcher.parse_processes) as own:
+        yield own
+
+
+def run_fetch(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None = None,
+              parse_pool: ParsePool | None = None) -> None:
+    """Fetch ``segment`` (all partitions, or the given ones); raises CrawlerError if a signal stopped it.
+
+    ``parse_pool`` is used when the fetch runs in this process; fetch processes have their own.
+    """
     chosen = partitions if partitions is not None else fetchlist_partitions(segment)
     groups = shares(chosen, cfg.fetcher.processes)
     if len(groups) <= 1:
-        report = uvloop.run(_fetch_until_signal(cfg, segment, partitions))
+        with own_parse_pool(cfg, parse_pool) as pool:
+            report = uvloop.run(_fetch_until_signal(cfg, segment, partitions, pool))
         stopped = report.stopped
     else:
         stopped = _run_processes(cfg, segment, groups)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import time
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -29,9 +30,10 @@ from crawler.errors import CrawlerError, FetchError, PluginNotFound
 from crawler.fetcher.events import FetchDone, FetchObserver, NullObserver
 from crawler.fetcher.hostqueue import FetchQueues, HostQueue
 from crawler.fetcher.outcome import status_for_error, status_for_http
+from crawler.fetcher.parsepool import ParsePool, parse_to_rows
 from crawler.fetcher.progress import Counters, ProgressReporter, use_progress_bar
 from crawler.fetcher.queuekey import queue_key_for
-from crawler.fetcher.records import fetch_row, parse_rows
+from crawler.fetcher.records import fetch_row
 from crawler.fetcher.redirects import RedirectPolicy
 from crawler.fetcher.resume import OUTPUTS, clear_leftovers, committed_urls
 from crawler.fetcher.robots import RobotsCache, RobotsRules
@@ -87,7 +89,8 @@ def retry_after_seconds(value: str | None, now: datetime | None = None) -> float
 
 class Fetcher:
     def __init__(self, cfg: CrawlerConfig, segment: Segment, log: Any, *,
-                 stop: asyncio.Event | None = None, observer: FetchObserver | None = None) -> None:
+                 stop: asyncio.Event | None = None, observer: FetchObserver | None = None,
+                 parse_pool: ParsePool | None = None) -> None:
         self.cfg = cfg
         self.fetcher_cfg = cfg.fetcher
         self.stop = stop or asyncio.Event()
@@ -97,7 +100,8 @@ class Fetcher:
         self.protocols: dict[str, Protocol] = {}
         self.robots = RobotsCache(self.protocol_for, self.log, agent=cfg.http.agent_name, ttl=cfg.robots.cache_ttl)
         self.redirects = RedirectPolicy(cfg)
-        self.parsers = ParserDispatch(cfg) if cfg.fetcher.parse else None
+        self.parse_pool = parse_pool if cfg.fetcher.parse else None
+        self.parsers = ParserDispatch(cfg) if cfg.fetcher.parse and parse_pool is None else None
         self.queue_key = queue_key_for(cfg)
         workers = cfg.fetcher.concurrency
         self.queues = FetchQueues(cfg.fetcher, workers, max_queued=max(1000, workers * 20), on_drop=self._drop)
@@ -153,7 +157,8 @@ class Fetcher:
                 self.log.info("fetch.resume", partition=partition, committed=len(committed), removed=removed)
             self._committed[partition] = committed
             self.writers[partition] = PartitionWriter(
-                self.segment, partition, self.fetcher_cfg.commit_records, self.fetcher_cfg.commit_interval
+                self.segment, partition, self.fetcher_cfg.commit_records, self.fetcher_cfg.commit_interval,
+                offload=self.parse_pool.offload if self.parse_pool is not None else None,
             )
         return available, todo
 
@@ -372,14 +377,19 @@ class Fetcher:
                     reason += f"; not followed: {not_followed}"
         row = fetch_row(entry, status, reason=reason, response=response, redirect_url=redirect)
         parse_text = parse_data = None
-        if status == FetchStatus.SUCCESS and self.parsers is not None:
+        if status == FetchStatus.SUCCESS and (self.parsers is not None or self.parse_pool is not None):
             try:
-                parsed = self.parsers.parse(response.body, entry["url"], response.header("Content-Type"))
-            except CrawlerError as exc:
+                if self.parse_pool is not None:
+                    parse_text, parse_data, parse_status = await self.parse_pool.parse(
+                        response.body, entry["url"], response.header("Content-Type"))
+                else:
+                    assert self.parsers is not None
+                    parse_text, parse_data, parse_status = parse_to_rows(
+                        self.parsers, response.body, entry["url"], response.header("Content-Type"))
+            except (CrawlerError, BrokenProcessPool) as exc:
                 self.log.warning("parse.error", error=str(exc))
             else:
-                parse_text, parse_data = parse_rows(entry["url"], parsed)
-                if parsed.status == "success" and rules.sitemaps:
+                if parse_status == "success" and rules.sitemaps:
                     # robots.txt Sitemap: lines reach updatedb as outlinks of the host's first parsed page.
                     parse_data["outlinks"] += [{"url": u, "anchor": "sitemap"} for u in rules.sitemaps]
                     rules.sitemaps = []
@@ -411,6 +421,6 @@ class Fetcher:
 
 
 async def fetch_segment(cfg: CrawlerConfig, segment: Segment, log: Any, partitions: list[int] | None = None,
-                        *, stop: asyncio.Event | None = None,
-                        observer: FetchObserver | None = None) -> FetchReport:
-    return await Fetcher(cfg, segment, log, stop=stop, observer=observer).run(partitions)
+                        *, stop: asyncio.Event | None = None, observer: FetchObserver | None = None,
+                        parse_pool: ParsePool | None = None) -> FetchReport:
+    return await Fetcher(cfg, segment, log, stop=stop, observer=observer, parse_pool=parse_pool).run(partitions)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,20 +15,33 @@ import pyarrow.parquet as pq
 from crawler.config import JobsConfig
 from crawler.fsutil import publish, remove_tree, temp_path_for
 
+_databases: dict[tuple[int, str, str], duckdb.DuckDBPyConnection] = {}
+_databases_lock = threading.Lock()
+
 
 def connect(cfg: JobsConfig) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection; all data stays in the Parquet files the jobs read and write."""
-    con = duckdb.connect(":memory:")
-    if cfg.threads:
-        con.execute(f"SET threads = {int(cfg.threads)}")
-    if cfg.memory_limit:
-        con.execute("SET memory_limit = ?", [cfg.memory_limit])
-    if cfg.temp_dir:
-        con.execute("SET temp_directory = ?", [cfg.temp_dir])
-    con.execute("SET preserve_insertion_order = false")
-    # DuckDB draws its own bar on stdout after 2 s of a query: stdout is for results only.
-    con.execute("SET enable_progress_bar = false")
-    return con
+    """An in-memory DuckDB connection; all data stays in the Parquet files the jobs read and write.
+
+    Each call gives a new connection (its own TEMP tables, closed by the job) to one in-memory
+    database per process and settings: starting a database costs ~20 ms, a connection ~0.3 ms,
+    and ``crawl`` runs three or four jobs a round.
+    """
+    key = (int(cfg.threads), cfg.memory_limit, cfg.temp_dir)
+    with _databases_lock:
+        database = _databases.get(key)
+        if database is None:
+            database = duckdb.connect(":memory:")
+            if cfg.threads:
+                database.execute(f"SET threads = {int(cfg.threads)}")
+            if cfg.memory_limit:
+                database.execute("SET memory_limit = ?", [cfg.memory_limit])
+            if cfg.temp_dir:
+                database.execute("SET temp_directory = ?", [cfg.temp_dir])
+            database.execute("SET preserve_insertion_order = false")
+            # DuckDB draws its own bar on stdout after 2 s of a query: stdout is for results only.
+            database.execute("SET enable_progress_bar = false")
+            _databases[key] = database
+        return database.cursor()
 
 
 def sql_string(value: str) -> str:

@@ -52,6 +52,11 @@ def seed_files(path: Path) -> list[Path]:
     raise UsageError(f"{path}: no such seed file or folder")
 
 
+def _shown(url: str) -> str:
+    """A seed as logged: a megabyte-long line would make a megabyte-long log line."""
+    return url if len(url) <= 300 else f"{url[:300]}... ({len(url)} characters)"
+
+
 def read_seeds(path: Path, log: Any, filters: UrlFilters | None = None) -> tuple[dict[str, str], int, int]:
     """Normalized seed URLs (url -> host, first occurrence wins), the number of invalid and of filtered lines."""
     seeds: dict[str, str] = {}
@@ -66,12 +71,12 @@ def read_seeds(path: Path, log: Any, filters: UrlFilters | None = None) -> tuple
                     url = normalize(line)
                 except InvalidUrl as exc:
                     rejected += 1
-                    log.warning("inject.rejected", file=str(file), line=number, url=line, reason=str(exc))
+                    log.warning("inject.rejected", file=str(file), line=number, url=_shown(line), reason=str(exc))
                     continue
                 reason = filters.check(url) if filters is not None else None
                 if reason is not None:
                     filtered += 1
-                    log.info("inject.filtered", file=str(file), line=number, url=url, reason=reason)
+                    log.info("inject.filtered", file=str(file), line=number, url=_shown(url), reason=reason)
                     continue
                 if url not in seeds:
                     seeds[url] = host_of(url)

@@ -102,14 +102,20 @@ def _invert(
           ON d.segment = f.segment AND d.url = f.url AND d.rn = 1
         WHERE f.rn = 1 AND f.status = '{FetchStatus.SUCCESS}'""")
     progress.step("invert outlinks")
-    internal = f"AND {host_sql('to_url')} <> {host_sql('from_url')}" if cfg.linkdb.ignore_internal else ""
+    internal = f"AND {host_sql('o.url')} <> {host_sql('url')}" if cfg.linkdb.ignore_internal else ""
+    # Per source page with list functions (as updatedb): no global aggregate over all links.
     con.execute(f"""CREATE TEMP TABLE new_inlinks AS
-        SELECT to_url, from_url, arg_min(anchor, pos) AS anchor
-        FROM (SELECT url AS from_url, o.url AS to_url, o.anchor AS anchor, pos
-              FROM (SELECT url, unnest(outlinks) AS o, generate_subscripts(outlinks, 1) AS pos FROM sources))
-        WHERE to_url IS NOT NULL AND to_url <> '' AND to_url <> from_url {internal}
-          AND {filter_sql(cfg.urls, "to_url")}
-        GROUP BY to_url, from_url""")
+        WITH kept AS (
+            SELECT url, list_filter(outlinks, lambda o: o.url IS NOT NULL AND o.url <> '' AND o.url <> url
+                                               {internal} AND {filter_sql(cfg.urls, "o.url")}) AS l
+            FROM sources
+        ),
+        firsts AS (
+            SELECT url, list_filter(l, lambda o, i: list_position(targets, o.url) = i)
+                   AS l
+            FROM (SELECT *, list_transform(l, lambda y: y.url) AS targets FROM kept)
+        )
+        SELECT o.url AS to_url, url AS from_url, o.anchor AS anchor FROM (SELECT url, unnest(l) AS o FROM firsts)""")
     old = parquet_source(inlink_parts(current), INLINKS)
     merged = f"""SELECT to_url, from_url, anchor FROM {old} o
                  WHERE NOT EXISTS (SELECT 1 FROM sources s WHERE s.url = o.from_url)

@@ -4,7 +4,9 @@ What ``crawler readseg`` prints. A dump is one JSON object per fetched URL:
 its latest fetcher record left-joined with parse_data and parse_text, so it
 works on a segment fetched without parsing (parse fields are null). Only
 committed part files are read, so a segment being fetched shows what it has
-committed so far.
+committed so far. A damaged part (truncated or garbled) never hides the rest:
+the list names it under ``damaged``, and a dump writes every readable record,
+then fails naming the damaged parts, so nothing is dropped silently.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TextIO
 
 import duckdb
@@ -21,6 +24,7 @@ from crawler.config import CrawlerConfig, JobsConfig
 from crawler.errors import SegmentError
 from crawler.jobs.engine import connect, iso_sql, iter_dicts, parquet_source
 from crawler.models import FETCHER, FETCHLIST, PARSE_DATA, PARSE_TEXT, FetchStatus
+from crawler.segments.check import damaged_parts
 from crawler.segments.layout import Segment, list_segments
 from crawler.urls.normalize import InvalidUrl, normalize
 from crawler.webdb.store import VersionedStore
@@ -41,16 +45,17 @@ def _engine(jobs: JobsConfig, where: str) -> Iterator[duckdb.DuckDBPyConnection]
         con.close()
 
 
-def _count(con: duckdb.DuckDBPyConnection, seg: Segment, output: str, schema: Any) -> int:
-    parts = seg.parts(output)
+def _count(con: duckdb.DuckDBPyConnection, seg: Segment, output: str, schema: Any,
+           damaged: dict[Path, str] | None = None) -> int:
+    parts = [p for p in seg.parts(output) if p not in (damaged or {})]
     if not parts:
         return 0
     return int(con.execute(f"SELECT count(*) FROM {parquet_source(parts, schema)}").fetchall()[0][0])
 
 
-def _failed(con: duckdb.DuckDBPyConnection, seg: Segment) -> int:
+def _failed(con: duckdb.DuckDBPyConnection, seg: Segment, damaged: dict[Path, str]) -> int:
     """Fetch records that brought no page: gone, robots-denied, retry or failed."""
-    parts = seg.parts("fetcher")
+    parts = [p for p in seg.parts("fetcher") if p not in damaged]
     if not parts:
         return 0
     ok = ", ".join(f"'{s}'" for s in _NOT_FAILED)
@@ -60,29 +65,35 @@ def _failed(con: duckdb.DuckDBPyConnection, seg: Segment) -> int:
 
 def segment_summaries(cfg: CrawlerConfig) -> list[dict[str, Any]]:
     """Every segment under ``segments/``, oldest first: name, path, state, merged and record counts
-    (generated = fetchlist entries, fetched = fetch records, parsed, failed = fetches that brought no page)."""
+    (generated = fetchlist entries, fetched = fetch records, parsed, failed = fetches that brought no page),
+    and ``damaged``: each unreadable part (Parquet or WARC) as "output/part: reason"; counts skip those."""
     version = VersionedStore(cfg.crawl_path / "webdb").current()
     merged = set(version.merged_segments if version else [])
-    with _engine(cfg.jobs, str(cfg.crawl_path / "segments")) as con:
-        return [
-            {
+    summaries = []
+    for seg in list_segments(cfg.crawl_path / "segments"):
+        damaged = damaged_parts(seg, deep=True)
+        with _engine(cfg.jobs, str(seg.path)) as con:
+            summaries.append({
                 "name": seg.name,
                 "path": str(seg.path),
                 "state": seg.state,
                 "merged": seg.name in merged,
                 "fetchlist": _count(con, seg, "fetchlist", FETCHLIST),
-                "fetched": _count(con, seg, "fetcher", FETCHER),
-                "parsed": _count(con, seg, "parse_data", PARSE_DATA),
-                "failed": _failed(con, seg),
-            }
-            for seg in list_segments(cfg.crawl_path / "segments")
-        ]
+                "fetched": _count(con, seg, "fetcher", FETCHER, damaged),
+                "parsed": _count(con, seg, "parse_data", PARSE_DATA, damaged),
+                "failed": _failed(con, seg, damaged),
+                "damaged": [f"{p.parent.name}/{p.name}: {why}" for p, why in damaged.items()],
+            })
+    return summaries
 
 
-def _records_query(seg: Segment, where: str = "") -> str:
-    fetcher = parquet_source(seg.parts("fetcher"), FETCHER)
-    data = parquet_source(seg.parts("parse_data"), PARSE_DATA)
-    text = parquet_source(seg.parts("parse_text"), PARSE_TEXT)
+def _records_query(seg: Segment, where: str = "", damaged: dict[Path, str] | None = None) -> str:
+    def parts(output: str) -> list[Path]:
+        return [p for p in seg.parts(output) if p not in (damaged or {})]
+
+    fetcher = parquet_source(parts("fetcher"), FETCHER)
+    data = parquet_source(parts("parse_data"), PARSE_DATA)
+    text = parquet_source(parts("parse_text"), PARSE_TEXT)
     return f"""
         SELECT f.url, f.status, f.http_status, f.content_type, {iso_sql("f.fetch_time")} AS fetch_time,
                f.digest, f.redirect_url, f.reason, d.parse_status, d.title, d.outlinks, t.text, d.metadata
@@ -101,10 +112,15 @@ def dump_segment(seg: Segment, out: TextIO, jobs: JobsConfig | None = None) -> i
     if not seg.parts("fetcher"):
         return 0
     written = 0
+    damaged = damaged_parts(seg)
     with _engine(jobs or JobsConfig(), str(seg.path)) as con:
-        for row in iter_dicts(con.execute(_records_query(seg)), BATCH_ROWS):
+        for row in iter_dicts(con.execute(_records_query(seg, damaged=damaged)), BATCH_ROWS):
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
             written += 1
+    if damaged:
+        # The readable records are out; failing now names what could not be read.
+        names = "; ".join(f"{p}: {why}" for p, why in damaged.items())
+        raise SegmentError(f"{seg.path}: {written} records written, damaged parts skipped: {names}")
     return written
 
 

@@ -167,9 +167,9 @@ def _merge(
             FROM parsed WHERE status = '{FetchStatus.SUCCESS}'
         ),
         firsts AS (
-            SELECT url, list_filter(l, lambda o, i: list_position(list_transform(l, lambda y: y.url), o.url) = i){cap}
+            SELECT url, list_filter(l, lambda o, i: list_position(targets, o.url) = i){cap}
                    AS l
-            FROM kept
+            FROM (SELECT *, list_transform(l, lambda y: y.url) AS targets FROM kept)
         )
         SELECT url AS from_url, o.url AS to_url, o.anchor AS anchor, fanout
         FROM (SELECT url, len(l) AS fanout, unnest(l) AS o FROM firsts)""")

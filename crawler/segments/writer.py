@@ -10,13 +10,17 @@ Each WARC file starts with a ``warcinfo`` record; HTTP answers are a
 ``response`` record (the body as served, content-encoded, de-chunked) and its
 ``request``; file: URLs are ``resource`` records. warcio computes
 ``WARC-Block-Digest`` and ``WARC-Payload-Digest`` over exactly those bytes.
+With ``fetcher.parse_processes`` the encoding and writing of a part runs in a
+worker process (``write_part``), off the fetch process's CPU entirely.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,9 @@ from crawler.fsutil import atomic_output, atomic_write_bytes
 from crawler.models import FETCHER, PARSE_DATA, PARSE_TEXT
 from crawler.protocols.base import Response
 from crawler.segments.layout import Segment, part_name
+
+# Runs a picklable function and its arguments elsewhere (a worker process), returning its result.
+Offload = Callable[..., Awaitable[Any]]
 
 # Hop-by-hop framing that no longer describes the stored (de-chunked) payload.
 _DROP_HEADERS = {"transfer-encoding"}
@@ -94,8 +101,10 @@ class _Pending:
 class PartitionWriter:
     """Buffers one partition's records and commits them as numbered parts."""
 
-    def __init__(self, segment: Segment, partition: int, commit_records: int, commit_interval: float) -> None:
+    def __init__(self, segment: Segment, partition: int, commit_records: int, commit_interval: float,
+                 offload: Offload | None = None) -> None:
         self.segment = segment
+        self.offload = offload
         self.partition = partition
         self.commit_records = commit_records
         self.commit_interval = commit_interval
@@ -119,6 +128,9 @@ class PartitionWriter:
     ) -> None:
         self.pending.fetcher.append(fetch)
         if response is not None:
+            if response.body is not response.raw_body and response.body:
+                # The archive keeps the bytes as served; the decoded copy is not needed past parsing.
+                response = dataclasses.replace(response, body=b"")
             self.pending.responses.append(response)
             self.pending.bytes += len(response.raw_body)
         if parse_text is not None:
@@ -140,22 +152,27 @@ class PartitionWriter:
             if not batch.fetcher:
                 return
             seq, self.seq = self.seq, self.seq + 1
-            await asyncio.to_thread(self._write, batch, seq)
+            if self.offload is not None:
+                await self.offload(write_part, str(self.segment.path), self.partition, seq, batch)
+            else:
+                await asyncio.to_thread(write_part, str(self.segment.path), self.partition, seq, batch)
             self.committed += len(batch.fetcher)
 
-    def _write(self, batch: _Pending, seq: int) -> None:
-        seg = self.segment
-        for output in ("fetcher", "content", "parse_text", "parse_data"):
-            seg.dir(output).mkdir(parents=True, exist_ok=True)
-        # Content and parse outputs first: a part of fetcher/ is the commit record that says
-        # the other three exist, so resume logic only needs to look at fetcher/.
-        buffer = io.BytesIO()
-        warc = WARCWriter(buffer, gzip=True, warc_version="1.0")
-        warc_name = part_name(self.partition, seq, "warc.gz")
-        warcinfo_record(warc, warc_name)
-        for response in batch.responses:
-            warc_records(warc, response)
-        atomic_write_bytes(seg.dir("content") / warc_name, buffer.getvalue())
-        write_parquet(batch.parse_text, PARSE_TEXT, seg.dir("parse_text") / part_name(self.partition, seq))
-        write_parquet(batch.parse_data, PARSE_DATA, seg.dir("parse_data") / part_name(self.partition, seq))
-        write_parquet(batch.fetcher, FETCHER, seg.dir("fetcher") / part_name(self.partition, seq))
+
+def write_part(segment_path: str, partition: int, seq: int, batch: _Pending) -> None:
+    """Write one part of each output; run in a thread, or in a worker process (all arguments pickle)."""
+    seg = Segment(Path(segment_path))
+    for output in ("fetcher", "content", "parse_text", "parse_data"):
+        seg.dir(output).mkdir(parents=True, exist_ok=True)
+    # Content and parse outputs first: a part of fetcher/ is the commit record that says
+    # the other three exist, so resume logic only needs to look at fetcher/.
+    buffer = io.BytesIO()
+    warc = WARCWriter(buffer, gzip=True, warc_version="1.0")
+    warc_name = part_name(partition, seq, "warc.gz")
+    warcinfo_record(warc, warc_name)
+    for response in batch.responses:
+        warc_records(warc, response)
+    atomic_write_bytes(seg.dir("content") / warc_name, buffer.getvalue())
+    write_parquet(batch.parse_text, PARSE_TEXT, seg.dir("parse_text") / part_name(partition, seq))
+    write_parquet(batch.parse_data, PARSE_DATA, seg.dir("parse_data") / part_name(partition, seq))
+    write_parquet(batch.fetcher, FETCHER, seg.dir("fetcher") / part_name(partition, seq))

@@ -1,7 +1,10 @@
 """URL filters: which normalized URLs the crawler keeps (``urls.*`` in config.yaml).
 
 A URL is kept when its scheme is in ``urls.schemes``, it is at most
-``urls.max_length`` characters long, and the ``urls.filters`` rules accept it.
+``urls.max_length`` characters long, no path segment occurs in it more than
+``urls.max_segment_repeats`` times (the spider-trap rule of Nutch's default
+regex-urlfilter, which needs a back-reference no SQL engine's RE2 has, so it is
+a setting of its own), and the ``urls.filters`` rules accept it.
 The rules are ordered ``+regex`` (accept) / ``-regex`` (reject) lines; each
 regex is searched anywhere in the URL and the first rule that matches decides.
 As in Nutch's regex-urlfilter, a URL that no rule matches is rejected (end the
@@ -26,6 +29,15 @@ from crawler.urls.normalize import host_of
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
 _SCHEME_SQL = r"^([A-Za-z][A-Za-z0-9+.\-]*):"
+_PATH = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://[^/?#]*([^?#]*)")
+_PATH_SQL = r"^[A-Za-z][A-Za-z0-9+.\-]*://[^/?#]*([^?#]*)"
+
+
+def segment_repeats(url: str) -> int:
+    """How often the most frequent non-empty path segment occurs ('/a/b/a/b/a/' -> 3; 0 without a path)."""
+    m = _PATH.match(url)
+    segments = [s for s in (m.group(1) if m else "").split("/") if s]
+    return max((segments.count(s) for s in set(segments)), default=0)
 
 
 class UrlFilters:
@@ -34,6 +46,7 @@ class UrlFilters:
     def __init__(self, cfg: UrlsConfig, *, ignore_external: bool = False) -> None:
         self.schemes = frozenset(s.lower() for s in cfg.schemes)
         self.max_length = cfg.max_length
+        self.max_repeats = cfg.max_segment_repeats
         self.rules = [(rule[0] == "+", re.compile(rule[1:]), rule) for rule in cfg.filters]
         # Nutch's db.ignore.external.links also drops redirects that leave the source's host.
         self.ignore_external = ignore_external
@@ -46,6 +59,8 @@ class UrlFilters:
             return f"scheme {scheme or '(none)'} not in urls.schemes"
         if len(url) > self.max_length:
             return f"longer than urls.max_length ({self.max_length})"
+        if self.max_repeats and segment_repeats(url) > self.max_repeats:
+            return f"a path segment repeats more than urls.max_segment_repeats ({self.max_repeats}) times"
         if self.ignore_external and source is not None and host_of(url) != host_of(source):
             return "external link (db.ignore_external_links)"
         if not self.rules:
@@ -67,6 +82,11 @@ def filter_sql(cfg: UrlsConfig, column: str) -> str:
         f"lower(regexp_extract({column}, {_literal(_SCHEME_SQL)}, 1)) IN ({schemes})",
         f"length({column}) <= {int(cfg.max_length)}",
     ]
+    if cfg.max_segment_repeats:
+        # The most frequent path segment's count: a histogram of the segments, no lambda needed.
+        path = f"trim(regexp_extract({column}, {_literal(_PATH_SQL)}, 1), '/')"
+        repeats = f"coalesce(list_max(map_values(list_aggregate(regexp_split_to_array({path}, '/+'), 'histogram'))), 0)"
+        parts.append(f"({path} = '' OR {repeats} <= {int(cfg.max_segment_repeats)})")
     if cfg.filters:
         whens = " ".join(
             f"WHEN regexp_matches({column}, {_literal(rule[1:])}) THEN {'true' if rule[0] == '+' else 'false'}"

@@ -121,6 +121,9 @@ class VersionedStore:
             yield temp
             record = {"version": number, "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), **meta}
             atomic_write_text(temp / "meta.json", json.dumps(record, indent=1))
+            # A writer killed between this rename and CURRENT's leaves a version no CURRENT names;
+            # we hold the lock, so it is garbage, and renaming onto it would fail (ENOTEMPTY) forever.
+            remove_tree(self.root / name)
             publish(temp, self.root / name)
             atomic_write_text(self.root / "CURRENT", name + "\n")
         except BaseException:

@@ -21,6 +21,11 @@ CASES = [
     ("http://good.example/" + "x" * 60, "urls.max_length"),
     ("ftp://good.example/", "scheme ftp"),
     ("mailto:someone@good.example", "scheme mailto"),
+    # spider traps: a path segment more than urls.max_segment_repeats (3) times; the query does not count
+    ("http://good.example/a/b/a/b/a/b/", None),
+    ("http://good.example/a/b/a/b/a/b/a/", "urls.max_segment_repeats"),
+    ("http://good.example/p//p//p//p", "urls.max_segment_repeats"),
+    ("http://good.example/?q=/a/a/a/a", None),
 ]
 
 

@@ -1,0 +1,97 @@
+"""fetcher.parse_processes: parsing and part writing in worker processes give the same segment as in-process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+
+import pytest
+import structlog
+from aiohttp import web
+from warcio.archiveiterator import ArchiveIterator
+
+from crawler.fetcher.parsepool import ParsePool
+from crawler.fetcher.service import fetch_segment
+from crawler.segments.layout import Segment
+from tests.fetcher.conftest import make_cfg, make_segment, page, read_rows, redirect, robots
+
+HTML = ("<html><head><title>Page {n}</title></head><body><p>Hello <b>wor</b>ld {n}</p>"
+        "<a href='/p{m}'>next</a> <a href='http://127.0.0.9/x#frag'>away</a></body></html>")
+
+
+def _gzipped(text: str):
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return web.Response(body=gzip.compress(text.encode()), content_type="text/html",
+                            headers={"Content-Encoding": "gzip"})
+
+    return handler
+
+
+def _routes() -> dict:
+    routes = {f"/p{n}": page(HTML.format(n=n, m=n + 1)) for n in range(6)}
+    routes["/z"] = _gzipped(HTML.format(n="z", m=0))
+    routes["/moved"] = redirect("/p5")
+    routes["/robots.txt"] = robots("User-agent: *\nDisallow: /private\nSitemap: http://127.0.0.1/sitemap.xml\n")
+    return routes
+
+
+def _segment_view(seg: Segment) -> dict:
+    """Everything a reader sees in the segment, minus times, sorted by URL."""
+    def rows(output: str) -> list[dict]:
+        drop = {"fetch_time", "elapsed_ms"}
+        return sorted(({k: v for k, v in r.items() if k not in drop} for r in read_rows(seg, output)),
+                      key=lambda r: r["url"])
+
+    payloads = []
+    for part in seg.parts("content", "warc.gz"):
+        with open(part, "rb") as fh:
+            payloads += [(r.rec_type, r.rec_headers.get_header("WARC-Target-URI"), r.content_stream().read())
+                         for r in ArchiveIterator(fh, check_digests="raise") if r.rec_type != "warcinfo"]
+    return {"fetcher": rows("fetcher"), "parse_text": rows("parse_text"), "parse_data": rows("parse_data"),
+            "content": sorted(payloads, key=lambda p: (p[1], p[0]))}
+
+
+class TestParsePool:
+    async def test_same_segment_as_parsing_in_the_fetch_process(self, tmp_path, servers):
+        """Titles, text, outlinks (and the robots.txt sitemap), statuses and WARC records do not change."""
+        site = await servers("127.0.0.1", _routes())
+        urls = [site.url(p) for p in ("/p0", "/p1", "/p2", "/z", "/moved", "/private", "/gone")]
+        views = []
+        for name, processes in (("inline", 0), ("pool", 2)):
+            cfg = make_cfg(tmp_path / name, f"fetcher.parse_processes={processes}", "fetcher.commit_records=3")
+            seg = make_segment(tmp_path / name, urls)
+            with ParsePool(cfg, processes) if processes else contextlib.nullcontext() as pool:
+                report = await fetch_segment(cfg, seg, structlog.get_logger(), parse_pool=pool)
+            assert not report.stopped and seg.is_done("parse_data")
+            views.append(_segment_view(seg))
+        inline, pooled = views
+        assert pooled == inline
+        data = {r["url"]: r for r in pooled["parse_data"]}
+        assert data[site.url("/z")]["title"] == "Page z"
+        assert {o["url"] for o in data[site.url("/p0")]["outlinks"]} >= {site.url("/p1"), "http://127.0.0.9/x"}
+        sitemaps = [r for r in pooled["parse_data"] if {"url": "http://127.0.0.1/sitemap.xml", "anchor": "sitemap"}
+                    in r["outlinks"]]
+        assert len(sitemaps) == 1
+        text = {r["url"]: r["text"] for r in pooled["parse_text"]}
+        assert "Hello world 1" in text[site.url("/p1")]
+
+    def test_one_pool_serves_several_event_loops(self, tmp_path):
+        """crawl runs each round in a new event loop and keeps the pool: it keeps answering."""
+        cfg = make_cfg(tmp_path, "fetcher.parse_processes=1")
+        body = HTML.format(n=1, m=2).encode()
+        with ParsePool(cfg, 1) as pool:
+            for _ in range(2):
+                async def round_() -> list:
+                    return await asyncio.gather(*(pool.parse(body, f"http://127.0.0.1/p{i}", "text/html")
+                                                  for i in range(40)))
+                results = asyncio.run(round_())
+                assert [r[1]["url"] for r in results] == [f"http://127.0.0.1/p{i}" for i in range(40)]
+                assert all(r[2] == "success" and r[1]["title"] == "Page 1" for r in results)
+
+    def test_config_key_bounds(self, tmp_path):
+        """fetcher.parse_processes is a count: 0 (parse in the fetch process) or more."""
+        assert make_cfg(tmp_path).fetcher.parse_processes == 0
+        with pytest.raises(Exception, match="parse_processes"):
+            make_cfg(tmp_path, "fetcher.parse_processes=-1")
+
