@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import shutil
 from collections.abc import Iterator
@@ -74,3 +76,32 @@ def remove_temp_files(root: Path) -> int:
         remove_tree(temp)
         removed += 1
     return removed
+
+
+def parked_name(live: Path) -> Path:
+    """Where swap_dirs parks the old folder while it has no atomic exchange (cleaned by the caller's repair)."""
+    return live.parent / f"{TEMP_PREFIX}{live.name}-old.{os.getpid()}"
+
+
+def swap_dirs(new: Path, live: Path) -> None:
+    """Put folder ``new`` in place of ``live``; the old ``live`` (if any) ends up at ``new``'s path.
+
+    Linux ``renameat2(RENAME_EXCHANGE)`` swaps the two atomically, so a reader sees
+    either the old folder or the new one, never a mix; elsewhere the old one is parked
+    under ``parked_name(live)`` for the two renames, where a repair after a crash finds it.
+    """
+    if not live.exists():
+        os.rename(new, live)
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    exchange = getattr(libc, "renameat2", None)
+    if exchange is not None:
+        at_fdcwd, rename_exchange = -100, 2
+        if exchange(at_fdcwd, bytes(new), at_fdcwd, bytes(live), rename_exchange) == 0:
+            return
+        if ctypes.get_errno() not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+            raise OSError(ctypes.get_errno(), f"cannot swap {new} and {live}")
+    parked = parked_name(live)
+    os.rename(live, parked)
+    os.rename(new, live)
+    os.rename(parked, new)

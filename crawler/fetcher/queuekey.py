@@ -11,13 +11,12 @@
 
 from __future__ import annotations
 
-import ipaddress
 import typing
-from functools import lru_cache
 
 from crawler.config import CrawlerConfig
 from crawler.errors import FetchError
 from crawler.protocols.dns import PolicyResolver
+from crawler.urls.domain import registered_domain
 
 
 class QueueKey(typing.Protocol):
@@ -37,29 +36,12 @@ class HostKey:
         pass
 
 
-@lru_cache(maxsize=1)
-def _suffix_list() -> typing.Any:
-    from publicsuffixlist import PublicSuffixList
-
-    return PublicSuffixList()
-
-
 class DomainKey:
     def __init__(self, cfg: CrawlerConfig) -> None:
-        self.psl = _suffix_list()
-
-    @staticmethod
-    def _is_ip(host: str) -> bool:
-        try:
-            ipaddress.ip_address(host.strip("[]"))
-        except ValueError:
-            return False
-        return True
+        pass
 
     async def key(self, host: str) -> str:
-        if self._is_ip(host):
-            return host
-        return self.psl.privatesuffix(host.lower()) or host
+        return registered_domain(host)
 
     async def aclose(self) -> None:
         pass

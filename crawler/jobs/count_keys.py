@@ -11,13 +11,12 @@ sharing a server share its limit.
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from functools import cache
 
 from crawler.config import CrawlerConfig
+from crawler.urls.domain import is_ip, registered_domain
 
 CountKey = Callable[[list[str], CrawlerConfig], list[str]]
 
@@ -26,30 +25,8 @@ def _by_host(hosts: list[str], cfg: CrawlerConfig) -> list[str]:
     return list(hosts)
 
 
-@cache
-def _suffix_list():  # noqa: ANN202 - loading the bundled list takes ~50 ms: once per process
-    from publicsuffixlist import PublicSuffixList
-
-    return PublicSuffixList()
-
-
-def registered_domain(host: str) -> str:
-    """The registered domain of ``host`` (IP literals and bare suffixes stay as they are)."""
-    if _is_ip(host):
-        return host
-    return _suffix_list().privatesuffix(host) or host
-
-
 def _by_domain(hosts: list[str], cfg: CrawlerConfig) -> list[str]:
     return [registered_domain(h) for h in hosts]
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return True
 
 
 def _resolve(host: str) -> str:
@@ -62,7 +39,7 @@ def _resolve(host: str) -> str:
 
 def _by_ip(hosts: list[str], cfg: CrawlerConfig) -> list[str]:
     pins = cfg.http.resolve
-    keys = {h: (h.strip("[]") if _is_ip(h) else pins.get(h)) for h in hosts}
+    keys = {h: (h.strip("[]") if is_ip(h) else pins.get(h)) for h in hosts}
     unknown = [h for h, key in keys.items() if key is None]
     if unknown:
         with ThreadPoolExecutor(max_workers=16) as pool:

@@ -16,20 +16,16 @@ columns from the databases as they are then.
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 
 from crawler.config import CrawlerConfig
 from crawler.errors import SegmentError, StorageError
-from crawler.fsutil import TEMP_PREFIX, atomic_write_text, remove_tree
-from crawler.jobs.engine import connect, copy_to_parquet, parquet_source, typed_columns
+from crawler.fsutil import TEMP_PREFIX, atomic_write_text, remove_tree, swap_dirs
+from crawler.jobs.engine import DuckEngine, first_line, open_engine, typed_columns
 from crawler.jobs.invertlinks import INLINKS, inlink_parts, linkdb_store
 from crawler.jobs.progress import JobProgress
 from crawler.models import FETCHER, PAGES
@@ -44,23 +40,6 @@ _NEW, _OLD = f"{TEMP_PREFIX}fetcher-new", f"{TEMP_PREFIX}fetcher-old"
 class UpdateSegsReport:
     segments: list[str]
     records: int
-
-
-def swap_dirs(new: Path, live: Path) -> None:
-    """Make ``new`` live under ``live``'s name; the previous ``live`` ends up at ``new``'s path."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    exchange = getattr(libc, "renameat2", None)
-    if exchange is not None:
-        at_fdcwd, rename_exchange = -100, 2
-        if exchange(at_fdcwd, bytes(new), at_fdcwd, bytes(live), rename_exchange) == 0:
-            return
-        if ctypes.get_errno() not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
-            raise OSError(ctypes.get_errno(), f"cannot swap {new} and {live}")
-    # No atomic exchange here: park the old folder where _repair finds it if we die in between.
-    parked = live.parent / f"{_OLD}.{os.getpid()}"
-    os.rename(live, parked)
-    os.rename(new, live)
-    os.rename(parked, new)
 
 
 def _repair(seg: Segment) -> None:
@@ -84,12 +63,12 @@ def updatesegs(cfg: CrawlerConfig, segments: list[Segment], log: Any) -> UpdateS
             _repair(seg)
             if not seg.is_done("fetcher"):
                 raise SegmentError(f"{seg.path}: fetch not finished (no fetcher/{SUCCESS}); resume the fetch first")
-            con = connect(cfg.jobs)
+            con = open_engine(cfg)
             try:
                 with JobProgress("updatesegs", 2, log) as progress:
                     records = _rewrite(con, seg, webdb, linkdb, progress)
-            except duckdb.Error as exc:
-                raise StorageError(f"updatesegs: {seg.path}: {str(exc).splitlines()[0]}") from exc
+            except con.errors as exc:
+                raise StorageError(f"updatesegs: {seg.path}: {first_line(exc)}") from exc
             finally:
                 con.close()
         log.info("updatesegs.segment", segment=seg.name, records=records, webdb=webdb.number,
@@ -100,18 +79,20 @@ def updatesegs(cfg: CrawlerConfig, segments: list[Segment], log: Any) -> UpdateS
 
 
 def _rewrite(
-    con: duckdb.DuckDBPyConnection, seg: Segment, webdb: Version, linkdb: Version | None, progress: JobProgress
+    con: DuckEngine, seg: Segment, webdb: Version, linkdb: Version | None, progress: JobProgress
 ) -> int:
     parts = seg.parts("fetcher")
     progress.step("look up scores and anchors")
-    pages = parquet_source(sorted((webdb.path / "pages").glob("*.parquet")), PAGES)
-    inlinks = parquet_source(inlink_parts(linkdb), INLINKS)
-    con.execute(f"CREATE TEMP TABLE urls AS SELECT DISTINCT url FROM {parquet_source(parts, FETCHER)}")
-    con.execute(f"""CREATE TEMP TABLE known AS
+    pages = con.source(sorted((webdb.path / "pages").glob("*.parquet")), PAGES)
+    inlinks = con.source(inlink_parts(linkdb), INLINKS)
+    con.create_table("urls", f"SELECT DISTINCT url FROM {con.source(parts, FETCHER)}")
+    # Empty anchors are dropped before grouping: a URL with only empty ones has no row, so NULL.
+    con.create_table("known", f"""
         SELECT u.url, p.score, a.anchors FROM urls u
         LEFT JOIN (SELECT url, score FROM {pages}) p ON p.url = u.url
-        LEFT JOIN (SELECT to_url, list(DISTINCT anchor ORDER BY anchor) FILTER (WHERE anchor <> '') AS anchors
-                   FROM {inlinks} WHERE to_url IN (SELECT url FROM urls) GROUP BY to_url) a ON a.to_url = u.url""")
+        LEFT JOIN (SELECT to_url, list_sort(list_distinct(list(anchor))) AS anchors
+                   FROM {inlinks} WHERE anchor <> '' AND to_url IN (SELECT url FROM urls) GROUP BY to_url) a
+          ON a.to_url = u.url""")
     progress.step("write fetcher parts")
     new = seg.path / f"{_NEW}.{os.getpid()}"
     new.mkdir()
@@ -120,8 +101,8 @@ def _rewrite(
         for part in parts:
             query = f"""SELECT {typed_columns(FETCHER_UPDATED)} FROM (
                 SELECT f.*, k.score, k.anchors
-                FROM {parquet_source([part], FETCHER)} f LEFT JOIN known k ON k.url = f.url)"""
-            records += copy_to_parquet(con, query, new / part.name, FETCHER_UPDATED)
+                FROM {con.source([part], FETCHER)} f LEFT JOIN known k ON k.url = f.url) updated"""
+            records += con.write(query, new / part.name, FETCHER_UPDATED)
         atomic_write_text(new / SUCCESS, "")
         swap_dirs(new, seg.dir("fetcher"))
     finally:

@@ -15,8 +15,6 @@ and a failure or a kill leaves the old outputs as they were.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import errno
 import fcntl
 import os
 from collections.abc import Iterator
@@ -32,7 +30,7 @@ from warcio.exceptions import ArchiveLoadFailed
 from crawler.config import CrawlerConfig
 from crawler.errors import CrawlerError, SegmentError
 from crawler.fetcher.records import parse_rows
-from crawler.fsutil import TEMP_PREFIX, atomic_write_text, remove_tree
+from crawler.fsutil import TEMP_PREFIX, atomic_write_text, remove_tree, swap_dirs
 from crawler.models import PARSE_DATA, PARSE_TEXT
 from crawler.parsers.base import ParseResult
 from crawler.parsers.dispatch import ParserDispatch
@@ -126,26 +124,6 @@ def reparse_part(
     write_parquet(text_rows, PARSE_TEXT, out_dirs["parse_text"] / fetcher_part.name)
     write_parquet(data_rows, PARSE_DATA, out_dirs["parse_data"] / fetcher_part.name)
     return report
-
-
-def swap_dirs(new: Path, live: Path) -> None:
-    """Put ``new`` in place of ``live``; the old ``live`` (if any) ends up at ``new``'s path."""
-    if not live.exists():
-        os.rename(new, live)
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    exchange = getattr(libc, "renameat2", None)
-    if exchange is not None:
-        at_fdcwd, rename_exchange = -100, 2
-        if exchange(at_fdcwd, bytes(new), at_fdcwd, bytes(live), rename_exchange) == 0:
-            return
-        if ctypes.get_errno() not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
-            raise OSError(ctypes.get_errno(), f"cannot swap {new} and {live}")
-    # No atomic exchange: park the old folder where _clear_leftovers finds it if we die in between.
-    parked = live.parent / f"{TEMP_PREFIX}{live.name}-old.{os.getpid()}"
-    os.rename(live, parked)
-    os.rename(new, live)
-    os.rename(parked, new)
 
 
 def _clear_leftovers(segment: Segment) -> None:
