@@ -10,6 +10,9 @@ Builds, with DuckDB straight to Parquet (not timed as a job):
   --outlinks outlinks: two thirds to URLs the webdb knows, one third to new ones
   (spread over the same hosts), anchors included.
 
+With ``--engine spark`` the jobs run on Spark (``--spark-master``, default local[2]); each
+job's time then includes starting its JVM, as a ``crawler`` command's does.
+
 Then runs each job in its own process (so its peak RSS is its own, read from
 getrusage) as the crawler runs it: updatedb SEGMENT, generate with top_n 1M and
 max_per_host 50, invertlinks SEGMENT. Prints one JSON line per job and a
@@ -141,6 +144,8 @@ def main() -> None:
     parser.add_argument("--memory-limit", default="3GB")
     parser.add_argument("--dir", default="/tmp/bench-webdb")
     parser.add_argument("--keep", action="store_true", help="keep the crawl folder afterwards")
+    parser.add_argument("--engine", default="duckdb", choices=["duckdb", "spark"], help="jobs.engine")
+    parser.add_argument("--spark-master", default="local[2]", help="spark.master with --engine spark")
     args = parser.parse_args()
 
     crawl = Path(args.dir)
@@ -153,7 +158,7 @@ def main() -> None:
     overrides = [
         f"crawl_dir={crawl}", f"jobs.memory_limit={args.memory_limit}", f"jobs.temp_dir={crawl / 'duckdb-tmp'}",
         "generate.top_n=1000000", "generate.max_per_host=50", "linkdb.ignore_internal=false",
-        "log.level=warning", "log.format=json",
+        "log.level=warning", "log.format=json", f"jobs.engine={args.engine}", f"spark.master={args.spark_master}",
     ]
     results = []
     for job in ("updatedb", "generate", "invertlinks"):

@@ -49,16 +49,32 @@ class Run:
         return 1000 * self.cpu / self.pages if self.pages else float("nan")
 
 
+# Linux carries a process's peak RSS across fork and exec: a contender started straight from this
+# process (hundreds of MB after reading the crawl's tables) would report at least our size. So a
+# small process starts it and reports its wait4 figures (peak RSS: its largest process).
+_SHIM = """
+import json, os, subprocess, sys
+proc = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(proc.pid, 0)
+with open(sys.argv[1], "w") as out:
+    json.dump({"cpu": usage.ru_utime + usage.ru_stime, "rss_kb": usage.ru_maxrss}, out)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def timed(cmd: list[str], log: Path) -> tuple[float, float, float]:
     """Wall seconds, user+sys CPU seconds and peak RSS (MB) of one child process."""
+    figures = log.with_suffix(".usage.json")
     with open(log, "w") as out:
         start = time.monotonic()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
-        _, status, usage = os.wait4(proc.pid, 0)
+        proc = subprocess.Popen([sys.executable, "-c", _SHIM, str(figures), *cmd],
+                                stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        status = proc.wait()
         wall = time.monotonic() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{cmd[0]} failed (exit {os.waitstatus_to_exitcode(status)}); see {log}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    if status != 0:
+        raise RuntimeError(f"{cmd[0]} failed (exit {status}); see {log}")
+    usage = json.loads(figures.read_text())
+    return wall, usage["cpu"], usage["rss_kb"] / 1024
 
 
 def _histogram(times: list[float]) -> dict[int, int]:

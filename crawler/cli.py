@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("fetch", "cycle:cmd_fetch", "fetch (and parse) a segment")
     p.add_argument("segment")
     p.add_argument("--partition", type=int, action="append", default=None)
+    p.add_argument("--spark", action="store_true", help="run each partition as a Spark task on spark.master")
     p = add("parse", "parse:cmd_parse", "re-parse a fetched segment from its content")
     p.add_argument("segment")
     p = add("updatedb", "cycle:cmd_updatedb", "merge fetched segments into the crawl database")

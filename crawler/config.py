@@ -184,6 +184,12 @@ class JobsConfig(Section):
     temp_dir: str = ""
 
 
+class SparkConfig(Section):
+    # Read only when jobs.engine is spark (or fetch --spark): the cluster the jobs run on.
+    master: str = "local[2]"
+    conf: dict[str, str] = {}
+
+
 # Built-in content type -> parser table (Nutch's parse-plugins.xml): parsers are tried in order
 # until one succeeds; "*" catches every type no other key or pattern matches.
 PARSE_PLUGINS: dict[str, list[str]] = {
@@ -233,6 +239,7 @@ class CrawlerConfig(Section):
     metrics: MetricsConfig = MetricsConfig()
     daemon: DaemonConfig = DaemonConfig()
     jobs: JobsConfig = JobsConfig()
+    spark: SparkConfig = SparkConfig()
     parse: ParseConfig = ParseConfig()
 
     @property

@@ -52,6 +52,11 @@ def _fetch(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None = 
 
 
 def cmd_fetch(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
+    if getattr(args, "spark", False):
+        from crawler.fetcher.spark_fetch import fetch_on_spark  # pyspark is an optional dependency
+
+        fetch_on_spark(cfg, open_segment(args.segment), args.partition)
+        return 0
     _fetch(cfg, open_segment(args.segment), args.partition)
     return 0
 

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import heapq
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +39,9 @@ class HostQueue:
     robots_checked: bool = False
     crawl_delay: float | None = None
     failures: int = 0  # connection, timeout and DNS failures, 429s and 503s, in a row
+
+
+MAX_BLOCKED = 100_000  # blocked queue keys remembered at once
 
 
 def _no_drop(entry: Any, reason: str) -> None:
@@ -61,7 +64,9 @@ class FetchQueues:
         self.clock = clock
         self.on_drop = on_drop
         self.hosts: dict[str, HostQueue] = {}
-        self.blocked: dict[str, str] = {}  # key -> reason: every entry for it is dropped
+        # key -> reason: every entry for it is dropped. Bounded: a fetchlist of a million dead hosts
+        # blocks a million keys; a forgotten one's next entry is simply tried (and blocked) again.
+        self.blocked: OrderedDict[str, str] = OrderedDict()
         self.queued = 0
         self.in_flight = 0
         self._heap: list[tuple[float, int, str]] = []
@@ -131,6 +136,8 @@ class FetchQueues:
     def block(self, hq: HostQueue, reason: str) -> None:
         """Drop every waiting and future entry of this queue through ``on_drop``."""
         self.blocked[hq.key] = reason
+        while len(self.blocked) > MAX_BLOCKED:
+            self.blocked.popitem(last=False)
         for entry in self.drop_host(hq):
             self.on_drop(entry, reason)
 

@@ -46,7 +46,13 @@ async def _fetch_until_signal(cfg: CrawlerConfig, segment: Segment, partitions: 
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig)
-    return await fetch_segment(cfg, segment, log, partitions, stop=stop, parse_pool=parse_pool)
+    try:
+        return await fetch_segment(cfg, segment, log, partitions, stop=stop, parse_pool=parse_pool)
+    finally:
+        # Back to the default actions: `crawl` runs its jobs between fetches without an event loop,
+        # and a handler left behind by this closed loop would swallow a SIGTERM sent then.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
 
 
 def _child(cfg: CrawlerConfig, segment_path: str, partitions: list[int]) -> None:

@@ -273,9 +273,7 @@ class Fetcher:
             finally:
                 self.counters.in_flight.pop(worker, None)
                 self.queues.release(hq)
-            writer = self.writers[entry["partition"]]
-            if writer.due():
-                await writer.commit()
+            await self.writers[entry["partition"]].commit_if_due()
 
     async def _process(self, hq: HostQueue, entry: dict[str, Any]) -> None:
         url = entry["url"]

@@ -17,11 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import duckdb
-
 from crawler.config import CrawlerConfig
 from crawler.errors import StorageError
-from crawler.jobs.engine import connect, copy_to_parquet, parquet_source, typed_columns
+from crawler.jobs.engine import first_line, open_engine, typed_columns
 from crawler.jobs.inject import link_parts
 from crawler.jobs.progress import JobProgress
 from crawler.models import PAGES, DbStatus
@@ -42,14 +40,14 @@ def dedup(cfg: CrawlerConfig, log: Any) -> DedupReport:
     store = VersionedStore(cfg.crawl_path / "webdb")
     with store.lock():
         current = store.require_current()
-        con = connect(cfg.jobs)
+        con = open_engine(cfg)
         try:
             with JobProgress("dedup", 2, log) as progress:
                 progress.step("rank pages by digest")
-                pages = parquet_source(sorted((current.path / "pages").glob("*.parquet")), PAGES)
+                pages = con.source(sorted((current.path / "pages").glob("*.parquet")), PAGES)
                 candidates = ", ".join(f"'{s}'" for s in _CANDIDATES)
                 # Only the pages whose status changes: the rest of the webdb is copied as it is.
-                con.execute(f"""CREATE TEMP TABLE decided AS
+                con.create_table("decided", f"""
                     SELECT * FROM (
                         SELECT url, status AS old_status,
                                CASE WHEN rank > 1 THEN '{DbStatus.DUPLICATE}'
@@ -57,24 +55,27 @@ def dedup(cfg: CrawlerConfig, log: Any) -> DedupReport:
                                     ELSE status END AS status
                         FROM (SELECT url, status, row_number() OVER (
                                   PARTITION BY digest ORDER BY score DESC NULLS LAST, length(url), url) AS rank
-                              FROM {pages} WHERE status IN ({candidates}) AND digest IS NOT NULL))
+                              FROM {pages} WHERE status IN ({candidates}) AND digest IS NOT NULL) ranked) d
                     WHERE status <> old_status""")
-                marked, restored = con.execute(
+                marked, restored = con.rows(
                     f"""SELECT count(*) FILTER (WHERE status = '{DbStatus.DUPLICATE}'),
                                count(*) FILTER (WHERE status <> '{DbStatus.DUPLICATE}') FROM decided"""
-                ).fetchall()[0]
+                )[0]
                 if marked or restored:
                     progress.step("write pages")
                     meta = {k: v for k, v in current.meta.items() if k not in ("version", "created")}
                     with store.new_version(meta) as temp:
                         (temp / "pages").mkdir()
+                        columns = ", ".join(
+                            "coalesce(d.status, p.status) AS status" if name == "status" else f"p.{name}"
+                            for name in PAGES.names
+                        )
                         query = f"""SELECT {typed_columns(PAGES)} FROM (
-                            SELECT p.* REPLACE (coalesce(d.status, p.status) AS status)
-                            FROM {pages} p LEFT JOIN decided d ON d.url = p.url) ORDER BY url"""
-                        copy_to_parquet(con, query, temp / "pages" / part_name(0), PAGES)
+                            SELECT {columns} FROM {pages} p LEFT JOIN decided d ON d.url = p.url) marked ORDER BY url"""
+                        con.write(query, temp / "pages" / part_name(0), PAGES, single=False)
                         link_parts(current.path / "links", temp / "links")
-        except duckdb.Error as exc:
-            raise StorageError(f"dedup: {str(exc).splitlines()[0]}") from exc
+        except con.errors as exc:
+            raise StorageError(f"dedup: {first_line(exc)}") from exc
         finally:
             con.close()
         version = store.require_current().number

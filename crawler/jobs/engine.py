@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from crawler.config import JobsConfig
+from crawler.errors import ConfigError, StorageError
 from crawler.fsutil import publish, remove_tree, temp_path_for
 
 _databases: dict[tuple[int, str, str], duckdb.DuckDBPyConnection] = {}
@@ -152,3 +153,73 @@ def iter_dicts(cursor: duckdb.DuckDBPyConnection, batch: int = 10_000) -> Iterat
         for row in rows:
             yield dict(zip(names, row, strict=True))
 
+
+
+# --- The engine a job runs its SQL on (jobs.engine): DuckDB here, Spark in spark_engine.py. ---
+
+
+def sql_literal(value: Any) -> str:
+    """A Python value as an SQL literal both engines read (the jobs inline their few parameters)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, datetime):
+        return f"TIMESTAMP '{utc_naive(value).isoformat(sep=' ', timespec='milliseconds')}'"
+    return sql_string(str(value))
+
+
+class DuckEngine:
+    """Runs a job's SQL in-process with DuckDB; the interface SparkEngine implements too.
+
+    A job writes its logic once, in DuckDB's dialect restricted to what the Spark
+    translation (``spark_sql.py``) handles, and calls only these methods.
+    """
+
+    errors: tuple[type[BaseException], ...] = (duckdb.Error,)
+
+    def __init__(self, cfg: JobsConfig) -> None:
+        self.con = connect(cfg)
+
+    def source(self, files: list[Path] | list[str], schema: pa.Schema) -> str:
+        """A relation (SQL text) over Parquet ``files`` with exactly ``schema``'s columns."""
+        return parquet_source(files, schema)
+
+    def register(self, name: str, table: pa.Table) -> None:
+        self.con.register(name, table)
+
+    def create_table(self, name: str, query: str) -> None:
+        """Materialize ``query`` as table ``name`` for the job's later statements."""
+        self.con.execute(f"CREATE TEMP TABLE {name} AS {query}")
+
+    def rows(self, query: str) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in self.con.execute(query).fetchall()]
+
+    def write(self, query: str, dest: Path, schema: pa.Schema, *, single: bool = True) -> int:
+        """Rows of ``query`` (in order) published at ``dest`` with ``schema``; ``single``: one file, always."""
+        return copy_to_parquet(self.con, query, dest, schema)
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def open_engine(cfg: Any) -> DuckEngine:
+    """The engine ``cfg.jobs.engine`` names (``cfg``: the whole CrawlerConfig, Spark reads ``cfg.spark``)."""
+    if cfg.jobs.engine == "spark":
+        try:
+            from crawler.jobs.spark_engine import SparkEngine  # pyspark is an optional dependency
+        except ImportError as exc:
+            raise ConfigError(f"jobs.engine is spark but {exc.name} is missing: pip install 'crawler[spark]'") from exc
+        try:
+            return SparkEngine(cfg)  # type: ignore[return-value]
+        except Exception as exc:  # noqa: BLE001 - no JVM, bad master URL...: one line, not a Java trace
+            raise StorageError(f"cannot start Spark (spark.master {cfg.spark.master}): {first_line(exc)}") from exc
+    return DuckEngine(cfg.jobs)
+
+
+def first_line(exc: BaseException) -> str:
+    """An engine error as one line (Spark's carry a JVM stack trace)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -30,14 +30,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 
 from crawler.config import CrawlerConfig
 from crawler.errors import StorageError
 from crawler.fsutil import remove_tree
 from crawler.jobs.count_keys import count_keys
-from crawler.jobs.engine import connect, copy_to_parquet, parquet_source, typed_columns, utc_naive
+from crawler.jobs.engine import DuckEngine, first_line, open_engine, sql_literal, typed_columns, utc_naive
 from crawler.jobs.progress import JobProgress
 from crawler.models import FETCHLIST, PAGES, DbStatus
 from crawler.segments.layout import Segment, create_segment, list_segments, part_name
@@ -51,9 +50,18 @@ class GenerateReport:
     partitions: int
 
 
-def partition_sql(host: str, partitions: int) -> str:
-    """SQL for a host's partition: first 8 bytes of MD5(host), unsigned big-endian, mod ``partitions``."""
-    return f"CAST((('0x' || substr(md5({host}), 1, 16))::UBIGINT) % {int(partitions)} AS INTEGER)"
+def partition_sql(host: str, partitions: int, host_hash: str | None = None) -> str:
+    """SQL for a host's partition: first 8 bytes of MD5(host), unsigned big-endian, mod ``partitions``.
+
+    Horner's rule over the 16 hex digits, reducing mod ``partitions`` at each step: only
+    functions every engine has (no unsigned 64-bit type, no hex parsing), and no overflow.
+    ``host_hash``: a column already holding ``md5(host)``.
+    """
+    digest, value = host_hash or f"md5({host})", "0"
+    for k in range(1, 17):
+        digit = f"(instr('0123456789abcdef', substr({digest}, {k}, 1)) - 1)"
+        value = f"(({value}) * 16 + {digit}) % {int(partitions)}"
+    return f"CAST({value} AS INTEGER)"
 
 
 def pending_fetchlists(segments_dir: Path, merged: list[str]) -> list[Path]:
@@ -72,7 +80,7 @@ def generate(cfg: CrawlerConfig, log: Any, now: datetime | None = None, *,
     store = VersionedStore(cfg.crawl_path / "webdb")
     version = store.require_current()
     segments_dir = cfg.crawl_path / "segments"
-    con = connect(cfg.jobs)
+    con = open_engine(cfg)
     try:
         with JobProgress("generate", 3, log) as progress:
             selected = _select(con, cfg, version, segments_dir, now, progress, exclude_hosts)
@@ -81,8 +89,8 @@ def generate(cfg: CrawlerConfig, log: Any, now: datetime | None = None, *,
                 return GenerateReport(None, 0, 0)
             progress.step("write fetchlist")
             segment, used = _write_fetchlist(con, segments_dir)
-    except duckdb.Error as exc:
-        raise StorageError(f"generate: {str(exc).splitlines()[0]}") from exc
+    except con.errors as exc:
+        raise StorageError(f"generate: {first_line(exc)}") from exc
     finally:
         con.close()
     log.info("generate.done", segment=str(segment.path), selected=selected, partitions=len(used))
@@ -90,7 +98,7 @@ def generate(cfg: CrawlerConfig, log: Any, now: datetime | None = None, *,
 
 
 def _select(
-    con: duckdb.DuckDBPyConnection,
+    con: DuckEngine,
     cfg: CrawlerConfig,
     version: Version,
     segments_dir: Path,
@@ -100,13 +108,13 @@ def _select(
 ) -> int:
     """Table ``selected``: the fetchlist entries with partition and ordering columns; returns their count."""
     gen = cfg.generate
-    pages = parquet_source(sorted((version.path / "pages").glob("*.parquet")), PAGES)
-    handed_out = parquet_source(pending_fetchlists(segments_dir, version.merged_segments), FETCHLIST)
+    pages = con.source(sorted((version.path / "pages").glob("*.parquet")), PAGES)
+    handed_out = con.source(pending_fetchlists(segments_dir, version.merged_segments), FETCHLIST)
     per_key = f"WHERE key_rank <= {int(gen.max_per_host)}" if gen.max_per_host else ""
     keys_join, count_key = "", "p.host"
     if gen.max_per_host and gen.count_mode != "host":
         progress.step(f"map hosts to {gen.count_mode}")
-        hosts = [row[0] for row in con.execute(f"SELECT DISTINCT host FROM {pages}").fetchall()]
+        hosts = [row[0] for row in con.rows(f"SELECT DISTINCT host FROM {pages}")]
         con.register("host_keys", pa.table({"host": hosts, "count_key": count_keys(hosts, cfg)}))
         keys_join, count_key = "LEFT JOIN host_keys k ON k.host = p.host", "coalesce(k.count_key, p.host)"
     excluded = ""
@@ -114,11 +122,11 @@ def _select(
         con.register("excluded_hosts", pa.table({"host": sorted(exclude_hosts)}, schema=pa.schema([PAGES.field("host")])))
         excluded = "AND p.host NOT IN (SELECT host FROM excluded_hosts)"
     progress.step("select due pages")
-    con.execute(
-        f"""CREATE TEMP TABLE selected AS
-        WITH due AS (
+    con.create_table(
+        "selected",
+        f"""WITH due AS (
             SELECT p.*, {count_key} AS count_key FROM {pages} p {keys_join}
-            WHERE p.next_fetch <= ? AND p.status <> '{DbStatus.DUPLICATE}'
+            WHERE p.next_fetch <= {sql_literal(utc_naive(now))} AND p.status <> '{DbStatus.DUPLICATE}'
               AND NOT EXISTS (SELECT 1 FROM {handed_out} h WHERE h.url = p.url) {excluded}
         ),
         keyed AS (
@@ -130,24 +138,21 @@ def _select(
         ranked AS (
             SELECT *, row_number() OVER (PARTITION BY host ORDER BY score DESC, url) AS host_rank FROM top
         )
-        SELECT *, {partition_sql("host", gen.partitions)} AS partition,
-               status AS db_status, md5(host) AS host_hash
-        FROM ranked""",
-        [utc_naive(now)],
+        SELECT *, {partition_sql("host", gen.partitions, "host_hash")} AS partition
+        FROM (SELECT *, status AS db_status, md5(host) AS host_hash FROM ranked) hashed""",
     )
-    return int(con.execute("SELECT count(*) FROM selected").fetchall()[0][0])
+    return int(con.rows("SELECT count(*) FROM selected")[0][0])
 
 
-def _write_fetchlist(con: duckdb.DuckDBPyConnection, segments_dir: Path) -> tuple[Segment, list[int]]:
+def _write_fetchlist(con: DuckEngine, segments_dir: Path) -> tuple[Segment, list[int]]:
     """A new segment with one fetchlist part per used partition, hosts interleaved within each."""
-    used = [row[0] for row in con.execute("SELECT DISTINCT partition FROM selected ORDER BY 1").fetchall()]
+    used = [row[0] for row in con.rows("SELECT DISTINCT partition FROM selected ORDER BY 1")]
     segment = create_segment(segments_dir)
     try:
         folder = segment.dir("fetchlist")
         folder.mkdir()
         for p in used:
-            copy_to_parquet(
-                con,
+            con.write(
                 f"SELECT {typed_columns(FETCHLIST)} FROM selected WHERE partition = {int(p)}"
                 " ORDER BY host_rank, host_hash, url",
                 folder / part_name(p),

@@ -21,12 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 
 from crawler.config import CrawlerConfig
 from crawler.errors import UsageError, WebDbError
-from crawler.jobs.engine import connect, copy_to_parquet, parquet_source, typed_columns, utc_naive
+from crawler.jobs.engine import DuckEngine, first_line, open_engine, sql_literal, typed_columns, utc_naive
 from crawler.models import LINKS, PAGES, DbStatus
 from crawler.segments.layout import part_name
 from crawler.urls.filters import UrlFilters
@@ -102,13 +101,13 @@ def inject(cfg: CrawlerConfig, path: Path, log: Any) -> InjectReport:
     store = VersionedStore(cfg.crawl_path / "webdb")
     with store.lock():
         current = store.current()
-        con = connect(cfg.jobs)
+        con = open_engine(cfg)
         try:
             injected = _select_new(con, cfg, current, seeds)
             if injected or current is None:
                 _write_version(con, store, current)
-        except duckdb.Error as exc:
-            raise WebDbError(f"inject: {str(exc).splitlines()[0]}") from exc
+        except con.errors as exc:
+            raise WebDbError(f"inject: {first_line(exc)}") from exc
         finally:
             con.close()
         number = store.require_current().number
@@ -120,7 +119,7 @@ def inject(cfg: CrawlerConfig, path: Path, log: Any) -> InjectReport:
 
 
 def _select_new(
-    con: duckdb.DuckDBPyConnection, cfg: CrawlerConfig, current: Version | None, seeds: dict[str, str]
+    con: DuckEngine, cfg: CrawlerConfig, current: Version | None, seeds: dict[str, str]
 ) -> int:
     """Table ``new_pages``: the seeds the live version does not know, as fresh pages; returns their count."""
     con.register(
@@ -130,19 +129,20 @@ def _select_new(
             schema=pa.schema([PAGES.field("url"), PAGES.field("host")]),
         ),
     )
-    con.execute(
-        f"""CREATE TEMP TABLE new_pages AS
-        SELECT s.url, s.host, ? AS status, NULL AS fetch_time, ? AS next_fetch, 0 AS retries,
-               ? AS fetch_interval, ? AS score, NULL AS digest, NULL AS num_outlinks,
+    con.create_table(
+        "new_pages",
+        f"""SELECT s.url, s.host, {sql_literal(DbStatus.UNFETCHED.value)} AS status, NULL AS fetch_time,
+               {sql_literal(utc_naive(None))} AS next_fetch, 0 AS retries,
+               {sql_literal(float(cfg.db.fetch_interval))} AS fetch_interval,
+               {sql_literal(float(cfg.db.score_injected))} AS score, NULL AS digest, NULL AS num_outlinks,
                NULL AS modified_time, NULL AS etag, NULL AS http_status
         FROM seed_arrow s
-        WHERE NOT EXISTS (SELECT 1 FROM {parquet_source(_parts(current, "pages"), PAGES)} p WHERE p.url = s.url)""",
-        [DbStatus.UNFETCHED.value, utc_naive(None), float(cfg.db.fetch_interval), float(cfg.db.score_injected)],
+        WHERE NOT EXISTS (SELECT 1 FROM {con.source(_parts(current, "pages"), PAGES)} p WHERE p.url = s.url)""",
     )
-    return int(con.execute("SELECT count(*) FROM new_pages").fetchall()[0][0])
+    return int(con.rows("SELECT count(*) FROM new_pages")[0][0])
 
 
-def _write_version(con: duckdb.DuckDBPyConnection, store: VersionedStore, current: Version | None) -> None:
+def _write_version(con: DuckEngine, store: VersionedStore, current: Version | None) -> None:
     """The next version: the live parts linked unchanged, plus one part with ``new_pages``."""
     meta = {k: v for k, v in (current.meta if current else {}).items() if k not in ("version", "created")}
     meta["merged_segments"] = current.merged_segments if current else []
@@ -154,9 +154,9 @@ def _write_version(con: duckdb.DuckDBPyConnection, store: VersionedStore, curren
             link_parts(current.path / "pages", pages)
             link_parts(current.path / "links", links)
         query = f"SELECT {typed_columns(PAGES)} FROM new_pages ORDER BY url"
-        copy_to_parquet(con, query, pages / _free_part_name(pages), PAGES)
+        con.write(query, pages / _free_part_name(pages), PAGES, single=False)
         if not any(links.glob("*.parquet")):
-            copy_to_parquet(con, f"SELECT * FROM {parquet_source([], LINKS)}", links / part_name(0), LINKS)
+            con.write(f"SELECT * FROM {con.source([], LINKS)}", links / part_name(0), LINKS)
 
 
 def _parts(version: Version | None, table: str) -> list[Path]:

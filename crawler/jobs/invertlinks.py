@@ -23,12 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 
 from crawler.config import CrawlerConfig
 from crawler.errors import SegmentError, StorageError
-from crawler.jobs.engine import connect, copy_to_parquet, parquet_source, typed_columns
+from crawler.jobs.engine import DuckEngine, first_line, open_engine, typed_columns
 from crawler.jobs.progress import JobProgress
 from crawler.jobs.updatedb import host_sql, segment_source
 from crawler.models import FETCHER, PARSE_DATA, FetchStatus
@@ -69,13 +68,13 @@ def invertlinks(cfg: CrawlerConfig, segments: list[Segment], log: Any) -> Invert
             log.info("invertlinks.nothing", version=number, reason="segments already merged")
             return InvertReport(number, [], 0, 0)
         meta = {"merged_segments": sorted(merged) + [s.name for s in chosen]}
-        con = connect(cfg.jobs)
+        con = open_engine(cfg)
         try:
             check_sql_patterns(cfg.urls, con)
             with JobProgress("invertlinks", 3, log) as progress, store.new_version(meta) as temp:
                 sources, inlinks = _invert(con, cfg, current, chosen, temp, progress)
-        except duckdb.Error as exc:
-            raise StorageError(f"invertlinks: {str(exc).splitlines()[0]}") from exc
+        except con.errors as exc:
+            raise StorageError(f"invertlinks: {first_line(exc)}") from exc
         finally:
             con.close()
         number = store.require_current().number
@@ -84,7 +83,7 @@ def invertlinks(cfg: CrawlerConfig, segments: list[Segment], log: Any) -> Invert
 
 
 def _invert(
-    con: duckdb.DuckDBPyConnection,
+    con: DuckEngine,
     cfg: CrawlerConfig,
     current: Version | None,
     segments: list[Segment],
@@ -92,19 +91,19 @@ def _invert(
     progress: JobProgress,
 ) -> tuple[int, int]:
     progress.step("read parse data")
-    con.execute(f"""CREATE TEMP TABLE sources AS
+    con.create_table("sources", f"""
         SELECT f.url, d.outlinks
         FROM (SELECT segment, url, status, row_number() OVER (
                   PARTITION BY url ORDER BY fetch_time DESC NULLS LAST, segment DESC) AS rn
-              FROM {segment_source(segments, "fetcher", FETCHER)}) f
-        JOIN (SELECT segment, url, outlinks, row_number() OVER (PARTITION BY segment, url) AS rn
-              FROM {segment_source(segments, "parse_data", PARSE_DATA)}) d
+              FROM {segment_source(con, segments, "fetcher", FETCHER)}) f
+        JOIN (SELECT segment, url, outlinks, row_number() OVER (PARTITION BY segment, url ORDER BY url) AS rn
+              FROM {segment_source(con, segments, "parse_data", PARSE_DATA)}) d
           ON d.segment = f.segment AND d.url = f.url AND d.rn = 1
         WHERE f.rn = 1 AND f.status = '{FetchStatus.SUCCESS}'""")
     progress.step("invert outlinks")
     internal = f"AND {host_sql('o.url')} <> {host_sql('url')}" if cfg.linkdb.ignore_internal else ""
     # Per source page with list functions (as updatedb): no global aggregate over all links.
-    con.execute(f"""CREATE TEMP TABLE new_inlinks AS
+    con.create_table("new_inlinks", f"""
         WITH kept AS (
             SELECT url, list_filter(outlinks, lambda o: o.url IS NOT NULL AND o.url <> '' AND o.url <> url
                                                {internal} AND {filter_sql(cfg.urls, "o.url")}) AS l
@@ -113,24 +112,26 @@ def _invert(
         firsts AS (
             SELECT url, list_filter(l, lambda o, i: list_position(targets, o.url) = i)
                    AS l
-            FROM (SELECT *, list_transform(l, lambda y: y.url) AS targets FROM kept)
+            FROM (SELECT *, list_transform(l, lambda y: y.url) AS targets FROM kept) with_targets
         )
-        SELECT o.url AS to_url, url AS from_url, o.anchor AS anchor FROM (SELECT url, unnest(l) AS o FROM firsts)""")
-    old = parquet_source(inlink_parts(current), INLINKS)
+        SELECT o.url AS to_url, url AS from_url, o.anchor AS anchor
+        FROM (SELECT url, unnest(l) AS o FROM firsts) exploded""")
+    old = con.source(inlink_parts(current), INLINKS)
     merged = f"""SELECT to_url, from_url, anchor FROM {old} o
                  WHERE NOT EXISTS (SELECT 1 FROM sources s WHERE s.url = o.from_url)
                  UNION ALL SELECT to_url, from_url, anchor FROM new_inlinks"""
     cap = cfg.linkdb.max_inlinks
     if cap:
-        merged = f"""SELECT * FROM ({merged})
-                     QUALIFY row_number() OVER (PARTITION BY to_url ORDER BY from_url) <= {int(cap)}"""
+        merged = f"""SELECT to_url, from_url, anchor FROM (
+                         SELECT *, row_number() OVER (PARTITION BY to_url ORDER BY from_url) AS rn FROM ({merged}) m)
+                     ranked WHERE rn <= {int(cap)}"""
     progress.step("write inlinks")
     (out / "inlinks").mkdir()
-    written = copy_to_parquet(
-        con,
-        f"SELECT {typed_columns(INLINKS)} FROM ({merged}) ORDER BY to_url, from_url",
+    written = con.write(
+        f"SELECT {typed_columns(INLINKS)} FROM ({merged}) inlinks ORDER BY to_url, from_url",
         out / "inlinks" / part_name(0),
         INLINKS,
+        single=False,
     )
-    sources = con.execute("SELECT count(*) FROM sources").fetchall()[0][0]
+    sources = con.rows("SELECT count(*) FROM sources")[0][0]
     return int(sources), written

@@ -31,11 +31,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from crawler.config import CrawlerConfig
 from crawler.errors import SegmentError, StorageError
-from crawler.jobs.engine import connect, copy_to_parquet, parquet_source, sql_string, typed_columns, utc_naive
+from crawler.jobs.engine import (
+    DuckEngine,
+    first_line,
+    open_engine,
+    sql_literal,
+    sql_string,
+    typed_columns,
+    utc_naive,
+)
 from crawler.jobs.progress import JobProgress
 from crawler.models import FETCHER, LINKS, PAGES, PARSE_DATA, DbStatus, FetchStatus
 from crawler.segments.layout import Segment, part_name
@@ -62,10 +68,10 @@ class UpdateReport:
     by_status: dict[str, int] = field(default_factory=dict)
 
 
-def segment_source(segments: list[Segment], output: str, schema: Any) -> str:
+def segment_source(con: DuckEngine, segments: list[Segment], output: str, schema: Any) -> str:
     """All parts of ``output`` in ``segments`` as one relation with a ``segment`` column."""
     selects = [
-        f"SELECT {sql_string(seg.name)} AS segment, * FROM {parquet_source(seg.parts(output), schema)}"
+        f"SELECT {sql_string(seg.name)} AS segment, * FROM {con.source(seg.parts(output), schema)}"
         for seg in segments
     ]
     return "(" + " UNION ALL ".join(selects) + ")"
@@ -102,13 +108,13 @@ def updatedb(
             return UpdateReport(number, [], 0, 0, {})
         meta = {k: v for k, v in (current.meta if current else {}).items() if k not in ("version", "created")}
         meta["merged_segments"] = (current.merged_segments if current else []) + [s.name for s in chosen]
-        con = connect(cfg.jobs)
+        con = open_engine(cfg)
         try:
             check_sql_patterns(cfg.urls, con)
             with JobProgress("updatedb", 7, log) as progress, store.new_version(meta) as temp:
                 report = _merge(con, cfg, current, chosen, temp, utc_naive(now), progress)
-        except duckdb.Error as exc:
-            raise StorageError(f"updatedb: {str(exc).splitlines()[0]}") from exc
+        except con.errors as exc:
+            raise StorageError(f"updatedb: {first_line(exc)}") from exc
         finally:
             con.close()
         report.version = store.require_current().number
@@ -124,7 +130,7 @@ def updatedb(
 
 
 def _merge(
-    con: duckdb.DuckDBPyConnection,
+    con: DuckEngine,
     cfg: CrawlerConfig,
     current: Version | None,
     segments: list[Segment],
@@ -134,24 +140,25 @@ def _merge(
 ) -> UpdateReport:
     db = cfg.db
     log = progress.log
-    old_pages = parquet_source(_parts(current, "pages"), PAGES)
-    old_links = parquet_source(_parts(current, "links"), LINKS)
+    old_pages = con.source(_parts(current, "pages"), PAGES)
+    old_links = con.source(_parts(current, "links"), LINKS)
     redirects = f"('{FetchStatus.REDIRECT_PERM}', '{FetchStatus.REDIRECT_TEMP}')"
 
     # The latest fetch record of each URL, with Last-Modified parsed.
     progress.step("read fetch records")
-    con.execute(f"""CREATE TEMP TABLE fetched AS
-        SELECT * EXCLUDE (rn), try_strptime(last_modified, '%a, %d %b %Y %H:%M:%S GMT') AS modified_time
+    columns = ", ".join(["segment", *FETCHER.names])
+    con.create_table("fetched", f"""
+        SELECT {columns}, try_strptime(last_modified, '%a, %d %b %Y %H:%M:%S GMT') AS modified_time
         FROM (SELECT *, row_number() OVER (PARTITION BY url ORDER BY fetch_time DESC NULLS LAST, segment DESC) AS rn
-              FROM {segment_source(segments, "fetcher", FETCHER)})
+              FROM {segment_source(con, segments, "fetcher", FETCHER)}) latest
         WHERE rn = 1 AND url IS NOT NULL""")
     # Parse results of those same records (same segment).
     progress.step("read parse data")
-    con.execute(f"""CREATE TEMP TABLE parsed AS
+    con.create_table("parsed", f"""
         SELECT f.url, f.status, d.outlinks
         FROM fetched f JOIN (
-            SELECT segment, url, outlinks, row_number() OVER (PARTITION BY segment, url) AS rn
-            FROM {segment_source(segments, "parse_data", PARSE_DATA)}) d
+            SELECT segment, url, outlinks, row_number() OVER (PARTITION BY segment, url ORDER BY url) AS rn
+            FROM {segment_source(con, segments, "parse_data", PARSE_DATA)}) d
           ON d.segment = f.segment AND d.url = f.url AND d.rn = 1""")
     # Outlinks kept from successfully fetched pages: in page order, deduplicated, filtered, capped.
     progress.step("select outlinks")
@@ -160,7 +167,7 @@ def _merge(
     # of each target in page order, then the first db.max_outlinks of those.
     same_host = f"AND {host_sql('o.url')} = {host_sql('url')}" if db.ignore_external_links else ""
     cap = f"[1:{int(db.max_outlinks)}]" if db.max_outlinks else ""
-    con.execute(f"""CREATE TEMP TABLE new_links AS
+    con.create_table("new_links", f"""
         WITH kept AS (
             SELECT url, list_filter(outlinks, lambda o: o.url IS NOT NULL AND o.url <> '' {same_host}
                                                AND {filter_sql(cfg.urls, "o.url")}) AS l
@@ -169,13 +176,13 @@ def _merge(
         firsts AS (
             SELECT url, list_filter(l, lambda o, i: list_position(targets, o.url) = i){cap}
                    AS l
-            FROM (SELECT *, list_transform(l, lambda y: y.url) AS targets FROM kept)
+            FROM (SELECT *, list_transform(l, lambda y: y.url) AS targets FROM kept) with_targets
         )
         SELECT url AS from_url, o.url AS to_url, o.anchor AS anchor, fanout
-        FROM (SELECT url, len(l) AS fanout, unnest(l) AS o FROM firsts)""")
+        FROM (SELECT url, array_length(l) AS fanout, unnest(l) AS o FROM firsts) exploded""")
     # Every edge to a possibly new URL, with the OPIC cash its source hands on.
     progress.step("distribute scores")
-    con.execute(f"""CREATE TEMP TABLE edges AS
+    con.create_table("edges", f"""
         WITH e AS (
             SELECT from_url, to_url, fanout FROM new_links
             UNION ALL
@@ -187,22 +194,22 @@ def _merge(
                CASE WHEN e.to_url = e.from_url THEN 0.0
                     ELSE coalesce(p.score, {float(db.score_injected)!r}) / e.fanout END AS share
         FROM e LEFT JOIN {old_pages} p ON p.url = e.from_url""")
-    con.execute("CREATE TEMP TABLE cash AS SELECT to_url AS url, sum(share) AS cash FROM edges GROUP BY to_url")
+    con.create_table("cash", "SELECT to_url AS url, sum(share) AS cash FROM edges GROUP BY to_url")
     # New pages: link and redirect targets, and fetched URLs the webdb did not know.
-    con.execute(
-        f"""CREATE TEMP TABLE new_pages AS
-        SELECT url, {host_sql("url")} AS host, '{DbStatus.UNFETCHED}' AS status, NULL AS fetch_time,
-               ?::TIMESTAMP AS next_fetch, 0 AS retries, ?::DOUBLE AS fetch_interval,
-               CASE WHEN bool_or(linked) THEN 0.0 ELSE ?::DOUBLE END AS score, NULL AS digest,
-               NULL AS num_outlinks, NULL AS modified_time, NULL AS etag, NULL AS http_status
+    # Columns in PAGES order: the pages query appends these rows to the old pages.
+    con.create_table(
+        "new_pages",
+        f"""SELECT url, {host_sql("url")} AS host, '{DbStatus.UNFETCHED}' AS status, NULL AS fetch_time,
+               {sql_literal(now)} AS next_fetch, 0 AS retries, CAST({float(db.fetch_interval)!r} AS DOUBLE) AS fetch_interval,
+               CAST(CASE WHEN bool_or(linked) THEN 0.0 ELSE {float(db.score_injected)!r} END AS DOUBLE) AS score,
+               NULL AS digest, NULL AS num_outlinks, NULL AS modified_time, NULL AS etag, NULL AS http_status
         FROM (SELECT url, true AS linked FROM cash UNION ALL SELECT url, false FROM fetched) c
         WHERE NOT EXISTS (SELECT 1 FROM {old_pages} p WHERE p.url = c.url)
         GROUP BY url""",
-        [now, float(db.fetch_interval), float(db.score_injected)],
     )
-    unknown = con.execute(
+    unknown = con.rows(
         f"SELECT count(*) FROM fetched WHERE status NOT IN ({', '.join(repr(str(s)) for s in FetchStatus)})"
-    ).fetchall()[0][0]
+    )[0][0]
     if unknown:
         log.warning("updatedb.unknown_status", records=unknown)
 
@@ -220,19 +227,18 @@ def _merge(
                {fetched_value("fetch_time", "f.fetch_time")}, {decided("next_fetch")}, {decided("retries")},
                {fetched_value("fetch_interval", interval)}, p.score + coalesce(c.cash, 0.0) AS score,
                {decided("digest")},
-               coalesce(len(d.outlinks), p.num_outlinks) AS num_outlinks,
+               coalesce(array_length(d.outlinks), p.num_outlinks) AS num_outlinks,
                {decided("modified_time")}, {decided("etag")},
                {fetched_value("http_status", "f.http_status")}
-        FROM (SELECT * FROM {old_pages} UNION ALL BY NAME SELECT * FROM new_pages) p
+        FROM (SELECT {", ".join(PAGES.names)} FROM {old_pages}
+              UNION ALL SELECT {", ".join(PAGES.names)} FROM new_pages) p
         LEFT JOIN fetched f ON f.url = p.url
         LEFT JOIN parsed d ON d.url = p.url
         LEFT JOIN cash c ON c.url = p.url"""
     progress.step("write pages")
     (out / "pages").mkdir()
     pages_part = out / "pages" / part_name(0)
-    copy_to_parquet(
-        con, f"SELECT {typed_columns(PAGES)} FROM ({pages_query}) ORDER BY url", pages_part, PAGES
-    )
+    con.write(f"SELECT {typed_columns(PAGES)} FROM ({pages_query}) merged ORDER BY url", pages_part, PAGES, single=False)
 
     links_query = f"""
         SELECT from_url, to_url, anchor FROM {old_links} l
@@ -241,22 +247,21 @@ def _merge(
         SELECT from_url, to_url, anchor FROM new_links"""
     progress.step("write links")
     (out / "links").mkdir()
-    copy_to_parquet(
-        con, f"SELECT {typed_columns(LINKS)} FROM ({links_query})", out / "links" / part_name(0), LINKS
-    )
+    con.write(f"SELECT {typed_columns(LINKS)} FROM ({links_query}) merged", out / "links" / part_name(0), LINKS, single=False)
 
     progress.step("count")
+    written = con.source(sorted((out / "pages").glob("*.parquet")), PAGES)
     by_status = dict(
-        con.execute(
-            f"""SELECT status, count(*) FROM read_parquet({sql_string(str(pages_part))}) w
+        con.rows(
+            f"""SELECT status, count(*) FROM {written} w
             WHERE EXISTS (SELECT 1 FROM fetched f WHERE f.url = w.url) GROUP BY status ORDER BY status"""
-        ).fetchall()
+        )
     )
     return UpdateReport(
         version=0,
         segments=[s.name for s in segments],
-        fetched=con.execute("SELECT count(*) FROM fetched").fetchall()[0][0],
-        new_urls=con.execute("SELECT count(*) FROM new_pages").fetchall()[0][0],
+        fetched=con.rows("SELECT count(*) FROM fetched")[0][0],
+        new_urls=con.rows("SELECT count(*) FROM new_pages")[0][0],
         by_status=by_status,
     )
 

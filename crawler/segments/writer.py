@@ -145,6 +145,12 @@ class PartitionWriter:
             or (self.pending.fetcher and time.monotonic() - self.last_commit >= self.commit_interval)
         )
 
+    async def commit_if_due(self) -> None:
+        """Commit if due, unless a commit is being written: the workers that find one due meanwhile
+        would each write a tiny part behind it (dozens per round, each with its fsyncs)."""
+        if not self._lock.locked() and self.due():
+            await self.commit()
+
     async def commit(self) -> None:
         async with self._lock:
             batch, self.pending = self.pending, _Pending()

@@ -97,10 +97,14 @@ def filter_sql(cfg: UrlsConfig, column: str) -> str:
 
 
 def check_sql_patterns(cfg: UrlsConfig, con: Any) -> None:
-    """Raise ConfigError naming the first rule the SQL engine (``con``, DuckDB) cannot compile."""
+    """Raise ConfigError naming the first rule the SQL engine cannot compile.
+
+    ``con``: a job engine (``jobs.engine``: DuckDB's RE2 and Spark's Java regexes differ) or a DuckDB connection.
+    """
+    run = getattr(con, "rows", None) or (lambda query: con.execute(query).fetchall())
     for number, rule in enumerate(cfg.filters, start=1):
         try:
-            con.execute("SELECT regexp_matches('', ?)", [rule[1:]]).fetchall()
+            run(f"SELECT regexp_matches('', {_literal(rule[1:])})")
         except Exception as exc:  # noqa: BLE001 - any engine error means the same: unusable rule
             reason = str(exc).splitlines()[0]
             raise ConfigError(

@@ -285,11 +285,12 @@ def test_killed_job_is_invisible_and_cleaned_up(cfg, make_segment):
         from crawler.config import CrawlerConfig
         from crawler.segments.layout import Segment
 
-        write = job.copy_to_parquet
+        from crawler.jobs.engine import DuckEngine
+        write = DuckEngine.write
         def write_then_die(*args, **kwargs):
             write(*args, **kwargs)
             os._exit(9)  # as if killed right after the pages part was written
-        job.copy_to_parquet = write_then_die
+        DuckEngine.write = write_then_die
         job.updatedb(CrawlerConfig(crawl_dir=sys.argv[1]), [Segment(Path(sys.argv[2]))], structlog.get_logger())
     """)
     root = Path(__file__).resolve().parents[2]

@@ -41,14 +41,14 @@ KILLED_JOB = textwrap.dedent("""
     from crawler.segments.layout import Segment
 
     job_name, crawl_dir, segment = sys.argv[1:4]
-    write = engine.copy_to_parquet
+    write = engine.DuckEngine.write
     def write_then_wait(*args, **kwargs):
         rows = write(*args, **kwargs)
         print("written", flush=True)
         time.sleep(120)
         return rows
     module = __import__(f"crawler.jobs.{job_name}", fromlist=[job_name])
-    module.copy_to_parquet = write_then_wait
+    engine.DuckEngine.write = write_then_wait
     cfg = CrawlerConfig(crawl_dir=crawl_dir, linkdb={"ignore_internal": False})
     getattr(module, job_name)(cfg, [Segment(Path(segment))], structlog.get_logger())
 """)

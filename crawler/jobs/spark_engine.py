@@ -1,0 +1,169 @@
+"""The batch jobs on Apache Spark (``jobs.engine: spark``): the same SQL, transpiled, over the same Parquet layout.
+
+A SparkEngine offers what DuckEngine offers (``engine.py``): Parquet sources
+become temp views read with the job's exact schema (columns missing in old parts
+read as NULL, as DuckDB's ``union_by_name``), the job's SQL runs through
+``spark_sql.to_spark``, intermediate tables are local checkpoints, and output
+is written by the executors with pyarrow (``mapInArrow``): each Spark partition
+writes one part with exactly the models.py schema into a temporary folder next
+to the destination, and the driver then renames the parts into place in
+partition order, so the sort order and the atomic publish hold as with DuckDB.
+The temporary folder must be on storage the executors and the driver share
+(local disk in local mode; a shared mount on a cluster, see docs/scale-out.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from py4j.protocol import Py4JError
+from pyspark import TaskContext
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+from sqlglot.errors import SqlglotError
+
+from crawler.fsutil import TEMP_PREFIX, publish, remove_tree
+from crawler.jobs.spark_sql import to_spark
+
+_lock = threading.Lock()
+_names = itertools.count()
+
+# Local mode stays on loopback and quiet; a user's spark.conf overrides any of these.
+_LOCAL_DEFAULTS = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "8",
+}
+_DEFAULTS = {
+    "spark.ui.showConsoleProgress": "false",  # the bar would land between results on the terminal
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.timestampType": "TIMESTAMP_NTZ",  # the schemas store naive UTC times
+    "spark.pyspark.python": sys.executable,  # executors run our writer with the same packages
+}
+
+
+def spark_session(cfg: Any) -> SparkSession:
+    """The process's SparkSession for ``cfg.spark`` (created on first use, then shared)."""
+    with _lock:
+        # Python workers must run this interpreter (our packages); a local JVM binds loopback only.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        if cfg.spark.master.startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = SparkSession.builder.master(cfg.spark.master).appName("crawler")
+        settings = dict(_DEFAULTS)
+        if cfg.spark.master.startswith("local"):
+            settings.update(_LOCAL_DEFAULTS)
+        settings.update(cfg.spark.conf)
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
+
+
+def spark_type(dtype: pa.DataType) -> T.DataType:
+    """The Spark type of a models.py column type."""
+    scalars = {
+        pa.string(): T.StringType(), pa.int32(): T.IntegerType(), pa.int64(): T.LongType(),
+        pa.float64(): T.DoubleType(), pa.bool_(): T.BooleanType(),
+    }
+    if dtype in scalars:
+        return scalars[dtype]
+    if pa.types.is_timestamp(dtype):
+        return T.TimestampNTZType()
+    if pa.types.is_map(dtype):
+        return T.MapType(spark_type(dtype.key_type), spark_type(dtype.item_type))
+    if pa.types.is_list(dtype):
+        return T.ArrayType(spark_type(dtype.value_type))
+    if pa.types.is_struct(dtype):
+        return T.StructType([T.StructField(f.name, spark_type(f.type)) for f in dtype])
+    raise TypeError(f"no Spark type for {dtype}")
+
+
+def spark_schema(schema: pa.Schema) -> T.StructType:
+    return T.StructType([T.StructField(f.name, spark_type(f.type)) for f in schema])
+
+
+_WRITTEN = pa.schema([("part", pa.int32()), ("rows", pa.int64())])
+
+
+def _part_writer(folder: str, schema: pa.Schema) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The executor side: write one Spark partition's rows as ``folder/part-<partition>.parquet``."""
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        partition = TaskContext.get().partitionId()
+        path = f"{folder}/part-{partition:05d}.parquet"
+        rows, writer = 0, None
+        for batch in batches:
+            if batch.num_rows:
+                writer = writer or pq.ParquetWriter(path, schema)
+                writer.write_table(pa.Table.from_batches([batch]).cast(schema))
+                rows += batch.num_rows
+        if writer is not None:
+            writer.close()
+            yield pa.RecordBatch.from_pydict({"part": [partition], "rows": [rows]}, schema=_WRITTEN)
+
+    return write
+
+
+class SparkEngine:
+    """Runs a job's SQL on Spark (``spark.master``); one new session per job keeps its views apart."""
+
+    errors: tuple[type[BaseException], ...] = (PySparkException, Py4JError, SqlglotError)
+
+    def __init__(self, cfg: Any) -> None:
+        self.spark = spark_session(cfg).newSession()
+        self._cached: list[DataFrame] = []
+
+    def source(self, files: list[Path] | list[str], schema: pa.Schema) -> str:
+        name = f"source_{next(_names)}"
+        if files:
+            frame = self.spark.read.schema(spark_schema(schema)).parquet(*[str(f) for f in files])
+        else:
+            frame = self.spark.createDataFrame([], spark_schema(schema))
+        frame.createOrReplaceTempView(name)
+        return name
+
+    def register(self, name: str, table: pa.Table) -> None:
+        self.spark.createDataFrame(table.to_pylist(), spark_schema(table.schema)).createOrReplaceTempView(name)
+
+    def create_table(self, name: str, query: str) -> None:
+        # Materialized once, as DuckDB's TEMP TABLE: later statements read it several times.
+        frame = self.spark.sql(to_spark(query)).localCheckpoint(eager=True)
+        self._cached.append(frame)
+        frame.createOrReplaceTempView(name)
+
+    def rows(self, query: str) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in self.spark.sql(to_spark(query)).collect()]
+
+    def write(self, query: str, dest: Path, schema: pa.Schema, *, single: bool = True) -> int:
+        """Parts of ``query`` in order: ``dest``, then ``<dest stem>-00001.parquet``...; ``single``: one file."""
+        frame = self.spark.sql(to_spark(query))
+        if single:
+            frame = frame.coalesce(1)  # keeps a sorted result's order: partitions are concatenated
+        temp = dest.parent / f"{TEMP_PREFIX}{dest.name}.parts.{os.getpid()}"
+        temp.mkdir()
+        try:
+            written = sorted(frame.mapInArrow(_part_writer(str(temp), schema), "part INT, rows BIGINT").collect())
+            if not written:  # an empty result still leaves a file with the schema, as DuckEngine does
+                pq.write_table(schema.empty_table(), temp / "part-00000.parquet")
+                written = [(0, 0)]
+            for n, (part, _) in enumerate(written):
+                name = dest.name if n == 0 else f"{dest.stem}-{n:05d}{dest.suffix}"
+                publish(temp / f"part-{part:05d}.parquet", dest.parent / name)
+        finally:
+            remove_tree(temp)
+        return sum(rows for _, rows in written)
+
+    def close(self) -> None:
+        for frame in self._cached:
+            frame.unpersist()
+        self._cached.clear()
