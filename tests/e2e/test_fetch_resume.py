@@ -27,7 +27,8 @@ async def slow_hosts():
 
     async def handler(request):
         nonlocal count
-        await asyncio.sleep(0.01)
+        # Slower after the first 60, so a part gets committed well before the last page is served.
+        await asyncio.sleep(0.01 if count < 60 else 0.05)
         count += 1
         if count >= 60:
             reached.set()
@@ -41,6 +42,16 @@ async def slow_hosts():
     yield started, reached
     for server in started:
         await server.runner.cleanup()
+
+
+async def _first_commit(seg, timeout: float = 60.0) -> None:
+    """Wait until the fetch process has committed a fetcher part (the kill must land after one)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not list((seg.path / "fetcher").glob("part-*.parquet")):
+        if loop.time() > deadline:
+            raise TimeoutError("no fetcher part was committed")
+        await asyncio.sleep(0.05)
 
 
 def _args(tmp_path) -> list[str]:
@@ -80,6 +91,7 @@ class TestResume:
         seg = make_segment(tmp_path, urls, partitions=2)
         proc = await _start_fetch(seg, tmp_path)
         await asyncio.wait_for(reached.wait(), 60)
+        await _first_commit(seg)
         proc.kill()
         await proc.communicate()
         committed = {r["url"] for r in read_rows(seg)}
