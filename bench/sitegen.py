@@ -17,12 +17,7 @@ import random
 import shutil
 from pathlib import Path
 
-WORDS = (
-    "weather station rain gauge anemometer barometer calibration sensor wind pressure humidity "
-    "temperature data logger export network volunteer school harbour ridge storm lightning brass "
-    "copper housing bearing cup vane mast solar battery firmware reading archive forecast cloud "
-    "frost dew point season record maintenance kit spare part manual guide review report notes"
-).split()
+WORDS = ["weather", "station", "rain", "gauge", "anemometer", "barometer", "calibration", "sensor", "wind", "pressure", "humidity", "temperature", "data", "logger", "export", "network", "volunteer", "school", "harbour", "ridge", "storm", "lightning", "brass", "copper", "housing", "bearing", "cup", "vane", "mast", "solar", "battery", "firmware", "reading", "archive", "forecast", "cloud", "frost", "dew", "point", "season", "record", "maintenance", "kit", "spare", "part", "manual", "guide", "review", "report", "notes"]
 
 
 def host_name(index: int) -> str:

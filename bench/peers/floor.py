@@ -52,5 +52,6 @@ async def main(urls: list[str], concurrency: int, per_host: int) -> None:
 
 
 if __name__ == "__main__":
-    url_list = [line.strip() for line in open(sys.argv[1]) if line.strip()]
+    with open(sys.argv[1]) as fh:
+        url_list = [line.strip() for line in fh if line.strip()]
     uvloop.run(main(url_list, int(sys.argv[2]), int(sys.argv[3])))

@@ -36,7 +36,8 @@ class BenchSpider(scrapy.Spider):
 
 if __name__ == "__main__":
     seeds_file, out, concurrency = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    seeds = [line.strip() for line in open(seeds_file) if line.strip()]
+    with open(seeds_file) as fh:
+        seeds = [line.strip() for line in fh if line.strip()]
     process = CrawlerProcess(
         settings={
             "ROBOTSTXT_OBEY": True,
