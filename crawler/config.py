@@ -99,6 +99,7 @@ class FetcherConfig(Section):
     processes: int = Field(1, ge=1, le=256)
     parse_processes: int = Field(0, ge=0, le=256)  # parse in this many worker processes; 0 = on the event loop
     progress_interval: Duration = 10.0
+    watchdog_after: Duration = Field(0.0, ge=0.0)  # a request in flight longer is logged as stuck; 0 = 2 x http.timeout.total + 5 s
 
 
 class RobotsConfig(Section):

@@ -111,6 +111,18 @@ class FetchQueues:
         if hq.in_flight < self.per_host:
             self._schedule(hq, hq.next_allowed)
 
+    def requeue(self, hq: HostQueue, entry: Any, not_before: float) -> None:
+        """Put a dispatched entry back at the head of its queue, to start no earlier than ``not_before``.
+
+        The worker still holds the entry's slot; ``release`` then schedules the queue as usual.
+        """
+        if hq.key in self.blocked:
+            self.on_drop(entry, self.blocked[hq.key])
+            return
+        hq.entries.appendleft(entry)
+        self.queued += 1
+        hq.next_allowed = max(hq.next_allowed, not_before)
+
     def finish_feeding(self) -> None:
         self._feeding = False
         self._changed.set()

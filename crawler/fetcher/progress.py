@@ -7,9 +7,9 @@ observer and to the log. When stderr is a terminal and the log format is
 
 The watchdog tells the two kinds of quiet apart. A host whose entries wait for
 their politeness delay is working as meant (``waiting_hosts``). A request that
-has been in flight for longer than the whole-request timeout allows, twice
-over, is stuck in I/O (or in a protocol without timeouts): it is logged once as
-``fetch.stuck`` with its URL and age.
+has been in flight for longer than ``fetcher.watchdog_after`` (by default the
+whole-request timeout twice over, plus 5 s) is stuck in I/O (or in a protocol
+without timeouts): it is logged once as ``fetch.stuck`` with its URL and age.
 """
 
 from __future__ import annotations

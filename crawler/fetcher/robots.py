@@ -3,7 +3,9 @@
 2xx: parse the first 500 KiB. 4xx (except 429): allow all. 429, 5xx, or no
 answer at all: disallow all for now, and the URLs are retried in a later round
 (the RFC's "unreachable" rule; failing closed is the polite choice). Up to five
-redirects are followed, across hosts too. Rules are cached per origin for at
+redirects are followed, across hosts too; each hop goes through the URL filters
+(``urls.*``) like a page redirect, and a hop they reject counts as no robots.txt
+(allow all), as a redirect to an invalid URL does. Rules are cached per origin for at
 most ``robots.cache_ttl``, and each origin's outcome is logged once
 (``robots.outcome``, with its reason). ``Sitemap:`` lines are kept so the
 fetcher can hand them on as outlinks.
@@ -35,6 +37,9 @@ class RobotsRules:
     unavailable: bool = False  # 429/5xx/unreachable: deny all, retry later
     reason: str = ""
     sitemaps: list[str] = field(default_factory=list)  # not yet handed on as outlinks
+    # time.monotonic() when the last robots.txt request started; None if none went out. The fetcher
+    # counts it as a request start of the host's queue (DESIGN: never two starts closer than the delay).
+    requested_at: float | None = None
 
     def allowed(self, url: str, agent: str) -> bool:
         if self.unavailable:
@@ -69,8 +74,10 @@ class RobotsCache:
 
     def __init__(self, protocol_for: Callable[[str], Protocol], log: Any, *, agent: str = "*",
                  ttl: float = 86400.0, max_entries: int = 50_000,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 url_filter: Callable[[str], str | None] | None = None) -> None:
         self.protocol_for = protocol_for
+        self.url_filter = url_filter  # None if a redirect target may be fetched, else the reason it may not
         self.agent = agent
         self.log = log
         self.ttl = ttl
@@ -101,10 +108,19 @@ class RobotsCache:
         return rules
 
     async def _fetch(self, origin: str) -> RobotsRules:
+        starts: list[float] = []
+        rules = await self._follow(origin, starts)
+        if starts:
+            rules.requested_at = starts[-1]
+        return rules
+
+    async def _follow(self, origin: str, starts: list[float]) -> RobotsRules:
+        """Fetch ``origin``'s robots.txt through its redirects; ``starts`` gets each request's start time."""
         target = origin + "/robots.txt"
         for _ in range(MAX_ROBOTS_REDIRECTS + 1):
             try:
                 protocol = self.protocol_for(target)
+                starts.append(time.monotonic())
                 response = await protocol.fetch(target)
             except BlockedAddress as exc:
                 # Not "unreachable": the URLs themselves are refused the same way, and fail for good.
@@ -120,6 +136,9 @@ class RobotsCache:
                     target = normalize(location or "", base=target)
                 except InvalidUrl:
                     return RobotsRules(reason=f"robots.txt redirect to an invalid URL ({status}), allowing all")
+                rejected = self.url_filter(target) if self.url_filter is not None else None
+                if rejected:
+                    return RobotsRules(reason=f"robots.txt redirect target filtered ({rejected}), allowing all")
                 continue
             if status == 429 or status >= 500:
                 return RobotsRules(unavailable=True, reason=f"robots.txt answered {status}")

@@ -98,8 +98,11 @@ class Fetcher:
         self.segment = segment
         self.log = log.bind(segment=segment.name)
         self.protocols: dict[str, Protocol] = {}
-        self.robots = RobotsCache(self.protocol_for, self.log, agent=cfg.http.agent_name, ttl=cfg.robots.cache_ttl)
         self.redirects = RedirectPolicy(cfg)
+        filters = self.redirects.filters
+        # robots.txt may redirect across hosts (RFC 9309), so db.ignore_external_links does not apply to it.
+        self.robots = RobotsCache(self.protocol_for, self.log, agent=cfg.http.agent_name, ttl=cfg.robots.cache_ttl,
+                                  url_filter=filters.check if filters is not None else None)
         self.parse_pool = parse_pool if cfg.fetcher.parse else None
         self.parsers = ParserDispatch(cfg) if cfg.fetcher.parse and parse_pool is None else None
         self.queue_key = queue_key_for(cfg)
@@ -170,9 +173,11 @@ class Fetcher:
         total -= sum(len(c) for c in self._committed.values())
         self.log.info("fetch.start", partitions=todo, entries=total,
                       skipped=[p for p in available if p not in todo and (partitions is None or p in partitions)])
+        # The watchdog: fetcher.watchdog_after, or by default twice the whole-request timeout plus 5 s.
+        stuck_after = self.fetcher_cfg.watchdog_after or 2 * self.cfg.http.timeout.total + 5
         reporter = ProgressReporter(
             self.segment.name, self.counters, self._queue_state,
-            interval=self.fetcher_cfg.progress_interval, stuck_after=2 * self.cfg.http.timeout.total + 5,
+            interval=self.fetcher_cfg.progress_interval, stuck_after=stuck_after,
             total=max(total, 0), log=self.log, observer=self.observer, bar=use_progress_bar(self.cfg.log.format),
         )
         try:
@@ -308,6 +313,14 @@ class Fetcher:
             self.log.debug("robots.denied")
             self._record(entry, fetch_row(entry, FetchStatus.ROBOTS_DENIED, reason="robots.txt"))
             return
+        if rules.requested_at is not None:
+            # The robots.txt request was a request start of this queue: the page waits out the delay
+            # from it, back in the host queue rather than in this worker (other hosts keep going).
+            not_before = rules.requested_at + hq.delay
+            if not_before > self.queues.clock():
+                if not self.stop.is_set():  # once stopped, an unfetched entry stays in the fetchlist
+                    self.queues.requeue(hq, entry, not_before)
+                return
         try:
             response = await protocol.fetch(url, self._conditional_headers(entry))
         except FetchError as exc:

@@ -24,6 +24,27 @@ class TestDelays:
         assert all(r["status"] == "success" for r in rows.values())
         assert min(_gaps(site)) >= 0.4 - 0.01
 
+    async def test_robots_request_counts_as_a_request_start(self, tmp_path, servers):
+        """The robots.txt request is a start of the host's queue: the first page starts min_delay after it."""
+        site = await servers("127.0.0.1", {"/robots.txt": robots("User-agent: *\nDisallow:\n"),
+                                           **{f"/p{i}": page() for i in range(2)}})
+        _, rows, _ = await fetch(tmp_path, [site.url(f"/p{i}") for i in range(2)], "fetcher.min_delay=0.3")
+        assert all(r["status"] == "success" for r in rows.values())
+        assert site.paths()[0] == "/robots.txt" and site.paths().count("/robots.txt") == 1
+        starts = [h.started for h in site.hits]
+        assert min(b - a for a, b in zip(starts, starts[1:], strict=False)) >= 0.3 - 0.01
+
+    async def test_robots_wait_does_not_hold_other_hosts(self, tmp_path, servers):
+        """With one worker, a host waiting out its delay after robots.txt lets another host's page go first."""
+        a = await servers("127.0.0.1", {"/robots.txt": robots("User-agent: *\nCrawl-delay: 1\n"), "/p": page()})
+        b = await servers("127.0.0.2", {"/robots.txt": robots("User-agent: *\nDisallow:\n"), "/p": page()})
+        _, rows, _ = await fetch(tmp_path, [a.url("/p"), b.url("/p")], "fetcher.concurrency=1")
+        assert all(r["status"] == "success" for r in rows.values())
+        a_page = next(h for h in a.hits if h.path == "/p")
+        b_page = next(h for h in b.hits if h.path == "/p")
+        assert a_page.started - a.hits[0].started >= 1 - 0.01
+        assert b_page.started < a_page.started
+
     async def test_crawl_delay_over_the_cap_skips_the_host(self, tmp_path, servers):
         """A Crawl-delay above fetcher.max_crawl_delay: every entry of the host is recorded as retry, none fetched."""
         site = await servers("127.0.0.1", {"/robots.txt": robots("User-agent: *\nCrawl-delay: 100\n"),

@@ -8,7 +8,7 @@ from crawler.config import load_config
 from crawler.fetcher.robots import RobotsCache
 from crawler.protocols.http import HttpProtocol
 from crawler.segments.layout import Segment
-from tests.fetcher.conftest import fetch, page, read_rows, robots
+from tests.fetcher.conftest import fetch, page, read_rows, redirect, robots
 
 
 class Clock:
@@ -46,6 +46,29 @@ class TestRobotsCache:
         finally:
             await protocol.aclose()
         assert site.paths() == ["/robots.txt", "/robots.txt"]
+
+
+class TestRobotsRedirects:
+    async def test_redirect_to_a_filtered_url_means_no_robots_txt(self, tmp_path, servers):
+        """A robots.txt hop that urls.filters rejects is not requested: allow all, as for an invalid target."""
+        site = await servers("127.0.0.1", {})
+        site.routes.update({"/robots.txt": redirect(site.url("/blocked/robots.txt")),
+                            "/blocked/robots.txt": robots("User-agent: *\nDisallow: /\n"), "/p": page()})
+        _, rows, logs = await fetch(tmp_path, [site.url("/p")], "urls.filters=['-/blocked/', '+.']")
+        assert rows[site.url("/p")]["status"] == "success"
+        assert "/blocked/robots.txt" not in site.paths()
+        (outcome,) = [e for e in logs if e["event"] == "robots.outcome"]
+        assert outcome["outcome"] == "allow_all"
+        assert "robots.txt redirect target filtered" in outcome["reason"]
+        assert "urls.filters rule 1" in outcome["reason"]
+
+    async def test_redirect_to_an_allowed_url_is_followed(self, tmp_path, servers):
+        """A hop the filters keep is followed and its rules apply."""
+        site = await servers("127.0.0.1", {})
+        site.routes.update({"/robots.txt": redirect(site.url("/real/robots.txt")),
+                            "/real/robots.txt": robots("User-agent: *\nDisallow: /p\n"), "/p": page()})
+        _, rows, _ = await fetch(tmp_path, [site.url("/p")], "urls.filters=['-/blocked/', '+.']")
+        assert rows[site.url("/p")]["status"] == "robots_denied"
 
 
 class TestSitemaps:

@@ -81,6 +81,21 @@ class TestWatchdog:
         assert [(e["event"], e["url"]) for e in logs] == [("fetch.stuck", "http://a.test/old")]
 
 
+    async def test_watchdog_after_sets_the_threshold(self, tmp_path, servers):
+        """fetcher.watchdog_after replaces the derived threshold: a 0.8 s request past 0.3 s is logged as stuck."""
+        site = await servers("127.0.0.1", {"/slow": _slow(0.8)})
+        _, rows, logs = await fetch(tmp_path, [site.url("/slow")], "fetcher.watchdog_after=0.3",
+                                    "fetcher.progress_interval=0.1")
+        assert rows[site.url("/slow")]["status"] == "success"
+        assert [e["url"] for e in logs if e["event"] == "fetch.stuck"] == [site.url("/slow")]
+
+    async def test_watchdog_default_is_derived_from_the_timeout(self, tmp_path, servers):
+        """watchdog_after 0 (the default): 2 x http.timeout.total + 5 s, so a 0.8 s request is not stuck."""
+        site = await servers("127.0.0.1", {"/slow": _slow(0.8)})
+        _, _, logs = await fetch(tmp_path, [site.url("/slow")], "fetcher.progress_interval=0.1")
+        assert not [e for e in logs if e["event"] == "fetch.stuck"]
+
+
 class TestReconfigure:
     async def test_concurrency_raised_live(self, tmp_path, servers):
         """reconfigure() with higher per-host concurrency lets more requests to one host run at once, mid-fetch."""
