@@ -1,0 +1,194 @@
+"""Daemon overlap: pages/s over time with and without ``daemon.overlap`` (the idle tail of each round).
+
+Run: .venv-bench/bin/python bench/bench_overlap.py [--hosts 48] [--pages 40] [--slow 4]
+
+The web is bench/sitegen.py's, served by nginx on loopback; ``--slow`` of its
+hosts get a robots.txt ``Crawl-delay`` (``--delay`` seconds), so they finish
+each round late while the other hosts are done in a few seconds: the idle
+tail. ``generate.max_per_host`` caps each host's share of a segment, so a host
+takes several rounds and there is always work due outside the slow hosts (the
+overlap can only start a segment of URLs that are due and not held by the
+running fetch). The same web is then crawled twice by ``crawler daemon`` from
+the same seeds, with ``daemon.overlap`` true and false; each run is stopped
+(SIGTERM) once the daemon logs ``daemon.idle`` with "nothing due". The
+per-second histogram comes from ``fetch_time`` of every row the fetcher wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import UTC
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nginx import Nginx  # noqa: E402
+from sitegen import generate  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / "bench" / ".work"
+CRAWLER = ROOT / ".venv" / "bin" / "crawler"
+
+
+def slow_down(web: Path, hosts: list[str], delay: float) -> None:
+    """Give these hosts a robots.txt Crawl-delay (the plain file and nginx's pre-gzipped copy)."""
+    import gzip
+
+    text = f"User-agent: *\nCrawl-delay: {delay:g}\nDisallow: /private/\n".encode()
+    for host in hosts:
+        (web / host / "robots.txt").write_bytes(text)
+        (web / host / "robots.txt.gz").write_bytes(gzip.compress(text, 6))
+
+
+def run_daemon(name: str, overlap: bool, seeds: Path, args: argparse.Namespace) -> dict:
+    crawl = WORK / f"overlap-{name}"
+    shutil.rmtree(crawl, ignore_errors=True)
+    crawl.mkdir(parents=True)
+    log_path = crawl / "daemon.log"
+    cmd = [str(CRAWLER), "daemon",
+           "-D", f"crawl_dir={crawl}",
+           "-D", f"daemon.overlap={'true' if overlap else 'false'}",
+           "-D", f"daemon.max_cycles={args.max_cycles}",
+           "-D", "daemon.idle_sleep=1s",
+           "-D", "metrics.listen=",
+           "-D", "http.allow_private_networks=true",
+           "-D", "fetcher.min_delay=0",
+           "-D", f"fetcher.concurrency={args.concurrency}",
+           "-D", "fetcher.per_host_concurrency=2",
+           "-D", f"generate.max_per_host={args.max_per_host}",
+           "-D", f"daemon.seeds={seeds}",
+           "-D", "log.format=json"]
+    started = time.time()
+    finished = None
+    reason = "timeout"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + args.timeout
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    finished, reason = time.time(), f"exited {proc.returncode}"
+                    break
+                if any(_idle(line) for line in log_path.read_text(errors="replace").splitlines()):
+                    finished, reason = time.time(), "nothing due"
+                    break
+                time.sleep(0.2)
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+    times, statuses = [], Counter()
+    for part in sorted(crawl.glob("segments/*/fetcher/*.parquet")):
+        table = pq.read_table(part, columns=["fetch_time", "status"])
+        statuses.update(table.column("status").to_pylist())
+        # fetch_time is stored as naive UTC
+        times.extend(t.replace(tzinfo=UTC).timestamp() if t.tzinfo is None else t.timestamp()
+                     for t in table.column("fetch_time").to_pylist() if t is not None)
+    hist = Counter(int(t - started) for t in times)
+    cycles = sum(1 for line in log_path.read_text(errors="replace").splitlines() if '"cycle.done"' in line)
+    overlaps = sum(1 for line in log_path.read_text(errors="replace").splitlines() if '"daemon.overlap"' in line)
+    return {"name": name, "hist": hist, "pages": len(times), "started": started, "reason": reason,
+            "wall": (finished or time.time()) - started,
+            "first": min(times) - started if times else 0.0, "last": max(times) - started if times else 0.0,
+            "cycles": cycles, "overlaps": overlaps, "statuses": dict(statuses)}
+
+
+def _idle(line: str) -> bool:
+    if '"daemon.idle"' not in line:
+        return False
+    try:
+        return "nothing due" in json.loads(line).get("reason", "")
+    except ValueError:
+        return False
+
+
+def summarize(run: dict) -> dict:
+    hist = run["hist"]
+    span = range(int(run["first"]), int(run["last"]) + 1)
+    peak = max(hist.values(), default=0)
+    low = sum(1 for s in span if hist.get(s, 0) < 0.25 * peak)
+    return {"wall": run["wall"], "pages": run["pages"], "fetch_span": run["last"] - run["first"],
+            "rate": run["pages"] / run["wall"] if run["wall"] else 0.0, "peak": peak,
+            "low_share": low / len(span) if span else 0.0, "cycles": run["cycles"], "overlaps": run["overlaps"]}
+
+
+def plot(runs: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for run in runs:
+        hist = run["hist"]
+        xs = list(range(int(run["wall"]) + 1))
+        ax.plot(xs, [hist.get(x, 0) for x in xs], label=f"daemon.overlap={run['name']}")
+    ax.set_xlabel("seconds since the daemon started")
+    ax.set_ylabel("pages/s")
+    ax.set_title("crawler daemon, same web: pages per second with and without overlap")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--hosts", type=int, default=48)
+    parser.add_argument("--pages", type=int, default=40)
+    parser.add_argument("--slow", type=int, default=4, help="hosts given a robots.txt Crawl-delay")
+    parser.add_argument("--delay", type=float, default=1.0, help="their Crawl-delay, seconds")
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--max-per-host", type=int, default=12, help="generate.max_per_host")
+    parser.add_argument("--max-cycles", type=int, default=40, help="daemon.max_cycles, a safety stop")
+    parser.add_argument("--timeout", type=float, default=120, help="per run, seconds")
+    parser.add_argument("--port", type=int, default=18080)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "bench-overlap.png")
+    args = parser.parse_args()
+    WORK.mkdir(parents=True, exist_ok=True)
+    web = WORK / "overlap-web"
+    urls = generate(web, args.hosts, args.pages, args.port, args.seed)
+    hosts = sorted(p.name for p in web.iterdir() if p.is_dir())
+    slow_down(web, hosts[: args.slow], args.delay)
+    seeds = WORK / "overlap-seeds"
+    shutil.rmtree(seeds, ignore_errors=True)
+    seeds.mkdir()
+    (seeds / "seeds.txt").write_text("\n".join(urls) + "\n")
+    runs = []
+    with Nginx(web, args.port, WORK / "overlap-nginx"):
+        for name, overlap in (("on", True), ("off", False)):
+            run = run_daemon(name, overlap, seeds, args)
+            s = summarize(run)
+            print(f"overlap {name:3s}: {s['pages']} pages in {s['wall']:.1f}s ({run['reason']}), "
+                  f"{s['rate']:.1f} pages/s, peak {s['peak']}/s, {s['low_share']:.0%} of seconds below 25% of peak, "
+                  f"{s['cycles']} cycles, {s['overlaps']} overlapped starts, by status {run['statuses']}", flush=True)
+            runs.append(run)
+    plot(runs, args.plot)
+    print(f"\nweb: {args.hosts} hosts x {args.pages} pages, {args.slow} hosts with Crawl-delay {args.delay:g}s; "
+          f"fetcher.concurrency={args.concurrency}, per_host_concurrency=2, generate.max_per_host={args.max_per_host}; "
+          f"{os.cpu_count()} CPUs\n")
+    print("| daemon.overlap | pages | wall s (to nothing due) | pages/s | peak pages/s | seconds < 25% of peak "
+          "| cycles | overlapped starts |")
+    print("|---|---|---|---|---|---|---|---|")
+    for run in runs:
+        s = summarize(run)
+        print(f"| {run['name']} | {s['pages']} | {s['wall']:.1f} | {s['rate']:.1f} | {s['peak']} | "
+              f"{s['low_share']:.0%} | {s['cycles']} | {s['overlaps']} |")
+    print(f"\nplot: {args.plot.relative_to(ROOT) if args.plot.is_relative_to(ROOT) else args.plot}")
+
+
+if __name__ == "__main__":
+    main()
