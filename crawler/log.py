@@ -57,7 +57,9 @@ def configure_logging(cfg: LogConfig, stderr: TextIO | None = None) -> None:
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[cfg.level]),
-        logger_factory=structlog.PrintLoggerFactory(stream),
+        # One write() per line (PrintLogger writes the newline separately): fetch processes share
+        # stderr, and a line written in one call under PIPE_BUF never interleaves with another's.
+        logger_factory=structlog.WriteLoggerFactory(stream),
         cache_logger_on_first_use=False,
     )
 
