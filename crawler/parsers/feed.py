@@ -13,13 +13,13 @@ from crawler.config import CrawlerConfig
 from crawler.parsers.base import Outlink, ParseResult
 from crawler.parsers.html import collapse_ws
 from crawler.parsers.xmlsafe import (
+    XmlDocumentParser,
     child_text,
     children,
     local,
     outlink_metadata,
     parse_xml,
     resolve,
-    root_name,
 )
 
 KINDS = {"rss": "item", "rdf": "item", "feed": "entry"}  # root element -> item element
@@ -53,17 +53,11 @@ def _rss_link(item, base: str) -> str | None:
     return resolve(item.get(_RDF_ABOUT), base)
 
 
-class FeedParser:
+class FeedParser(XmlDocumentParser):
     """Parser for RSS and Atom; declines (status unparsed) any other XML, so the next parser may try."""
 
-    def parse(self, body: bytes, url: str, content_type: str | None) -> ParseResult:
-        kind = root_name(body)
-        if kind not in KINDS:
-            return ParseResult(status="unparsed", reason=f"not a feed (root element {kind or 'missing'})")
-        try:
-            return self._parse(body, url, content_type)
-        except Exception as exc:  # one bad document must never take down a parse worker
-            return ParseResult(status="failed", reason=f"{type(exc).__name__}: {exc}")
+    kinds = KINDS
+    what = "feed"
 
     def _parse(self, body: bytes, url: str, content_type: str | None) -> ParseResult:
         root = parse_xml(body, content_type)

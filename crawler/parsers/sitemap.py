@@ -11,13 +11,13 @@ from __future__ import annotations
 from crawler.config import CrawlerConfig
 from crawler.parsers.base import Outlink, ParseResult
 from crawler.parsers.xmlsafe import (
+    XmlDocumentParser,
     child_text,
     children,
     local,
     outlink_metadata,
     parse_xml,
     resolve,
-    root_name,
 )
 
 KINDS = {"urlset": "url", "sitemapindex": "sitemap"}  # root element -> entry element
@@ -33,17 +33,11 @@ def _priority(raw: str) -> str | None:
     return raw if 0.0 <= value <= 1.0 else None
 
 
-class SitemapParser:
+class SitemapParser(XmlDocumentParser):
     """Parser for sitemap XML; declines (status unparsed) any other XML, so the next parser may try."""
 
-    def parse(self, body: bytes, url: str, content_type: str | None) -> ParseResult:
-        kind = root_name(body)
-        if kind not in KINDS:
-            return ParseResult(status="unparsed", reason=f"not a sitemap (root element {kind or 'missing'})")
-        try:
-            return self._parse(body, url, content_type)
-        except Exception as exc:  # one bad document must never take down a parse worker
-            return ParseResult(status="failed", reason=f"{type(exc).__name__}: {exc}")
+    kinds = KINDS
+    what = "sitemap"
 
     def _parse(self, body: bytes, url: str, content_type: str | None) -> ParseResult:
         root = parse_xml(body, content_type)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from lxml import etree
 
+from crawler.parsers.base import ParseResult
 from crawler.parsers.encoding import header_charset
 from crawler.parsers.sniff import xml_root
 from crawler.urls.normalize import normalize
@@ -82,3 +83,26 @@ def outlink_metadata(entries: dict[str, dict[str, str]]) -> dict[str, str]:
     outlinks column holds only url and anchor: ``{"outlink_metadata": "{url: {...}}"}``."""
     kept = {url: fields for url, fields in entries.items() if fields}
     return {"outlink_metadata": json.dumps(kept, ensure_ascii=False, separators=(",", ":"))} if kept else {}
+
+
+class XmlDocumentParser:
+    """The shared front of the XML parsers: decline documents of other root elements, never raise.
+
+    Declining (status unparsed) lets the next parser in ``parse.plugins`` try, so
+    one MIME type (application/xml) can list both sitemap and feed parsers.
+    """
+
+    kinds: dict[str, str]  # root element -> the element that holds one entry
+    what: str  # "sitemap", "feed": used in the reasons
+
+    def parse(self, body: bytes, url: str, content_type: str | None) -> ParseResult:
+        kind = root_name(body)
+        if kind not in self.kinds:
+            return ParseResult(status="unparsed", reason=f"not a {self.what} (root element {kind or 'missing'})")
+        try:
+            return self._parse(body, url, content_type)
+        except Exception as exc:  # one bad document must never take down a parse worker
+            return ParseResult(status="failed", reason=f"{type(exc).__name__}: {exc}")
+
+    def _parse(self, body: bytes, url: str, content_type: str | None) -> ParseResult:
+        raise NotImplementedError
