@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from crawler.config import CrawlerConfig, with_overrides
-from crawler.errors import CrawlerError, SegmentError, UsageError
+from crawler.errors import SegmentError, UsageError
 from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.runner import own_parse_pool, run_fetch
 from crawler.jobs.generate import generate
@@ -61,18 +61,9 @@ def cmd_fetch(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_parse(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
-    raise CrawlerError("parse: re-parsing a segment from its content arrives with 'Parsers in depth'; "
-                       "fetch parses already unless fetcher.parse is false")
-
-
 def cmd_updatedb(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
     updatedb(cfg, [open_segment(s) for s in args.segments], get_logger(command="updatedb"))
     return 0
-
-
-def cmd_not_yet(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
-    raise CrawlerError(f"{args.command}: not implemented yet")
 
 
 def unfinished_segments(cfg: CrawlerConfig) -> list[Segment]:
