@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 DEMO_DIR  := demo-crawl
 DEMO_PORT_FILE := $(DEMO_DIR)/.port
 
-.PHONY: help install demo test lint bench bench-compare clean run
+.PHONY: help install demo test lint bench bench-compare bench-spark clean run
 
 help:
 	@echo "make demo   - install, serve examples/site on 127.0.0.1, crawl it 3 rounds, print stats"
@@ -68,6 +68,10 @@ bench: $(STAMP) bench-compare
 # Crawler vs Scrapy vs the aiohttp floor on a generated 120-host web served by nginx.
 bench-compare: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python bench/compare.py --runs 3
+
+# The jobs on a standalone Spark cluster (a master and 2 workers on loopback) vs DuckDB: docs/benchmarks.md "Spark".
+bench-spark: $(STAMP)
+	$(BIN)/python bench/bench_spark_cluster.py
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) $(DEMO_DIR) bench/.work .pytest_cache .ruff_cache

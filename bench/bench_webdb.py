@@ -14,15 +14,17 @@ With ``--engine spark`` the jobs run on Spark (``--spark-master``, default local
 job's time then includes starting its JVM, as a ``crawler`` command's does.
 
 Then runs each job in its own process (so its peak RSS is its own, read from
-getrusage) as the crawler runs it: updatedb SEGMENT, generate with top_n 1M and
-max_per_host 50, invertlinks SEGMENT. Prints one JSON line per job and a
-Markdown table row for docs/benchmarks.md.
+getrusage, with its CPU seconds: on a shared machine wall time says more about the
+other load than about the job) as the crawler runs it: updatedb SEGMENT, generate
+with top_n 1M and max_per_host 50, invertlinks SEGMENT. Prints one JSON line per
+job and a Markdown table row for docs/benchmarks.md, with the load average.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -53,8 +55,9 @@ elif job == "generate":
 else:
     from crawler.jobs.invertlinks import invertlinks
     result = invertlinks(cfg, [segment], log).inlinks
+usage = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"job": job, "seconds": round(time.perf_counter() - started, 1), "rows": result,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))
+                  "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1), "peak_rss_mb": usage.ru_maxrss // 1024}))
 """
 
 
@@ -164,9 +167,11 @@ def main() -> None:
     for job in ("updatedb", "generate", "invertlinks"):
         results.append(run_job(job, crawl, overrides))
         print(json.dumps(results[-1]), flush=True)
-    print("| URLs | fetched pages | outlinks | " + " | ".join(f"{r['job']} s / peak RSS" for r in results) + " |")
+    print("| URLs | fetched pages | outlinks | "
+          + " | ".join(f"{r['job']} s (CPU s) / peak RSS" for r in results) + " | load average |")
     print(f"| {args.urls:,} | {args.pages:,} | {args.pages * args.outlinks:,} | "
-          + " | ".join(f"{r['seconds']} s / {r['peak_rss_mb']:,} MB" for r in results) + " |")
+          + " | ".join(f"{r['seconds']} s ({r['cpu_seconds']}) / {r['peak_rss_mb']:,} MB" for r in results)
+          + f" | {' '.join(f'{x:.1f}' for x in os.getloadavg())} |")
     if not args.keep:
         shutil.rmtree(crawl, ignore_errors=True)
 

@@ -3,6 +3,7 @@
 Each contender runs as its own process, timed from outside (wall clock, user+sys
 CPU and peak RSS from wait4), several runs in alternating order, medians reported.
 Usage: make bench-compare   (or: .venv-bench/bin/python bench/compare.py --runs 3)
+A/B of a change: --only old,new --tree old=DIR1 --tree new=DIR2 (two source trees, same web).
 """
 
 from __future__ import annotations
@@ -62,13 +63,14 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
-def timed(cmd: list[str], log: Path) -> tuple[float, float, float]:
+def timed(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> tuple[float, float, float]:
     """Wall seconds, user+sys CPU seconds and peak RSS (MB) of one child process."""
     figures = log.with_suffix(".usage.json")
     with open(log, "w") as out:
         start = time.monotonic()
         proc = subprocess.Popen([sys.executable, "-c", _SHIM, str(figures), *cmd],
-                                stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+                                stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+                                env={**os.environ, **env} if env else None)
         status = proc.wait()
         wall = time.monotonic() - start
     if status != 0:
@@ -92,14 +94,24 @@ CRAWLER_VARIANTS = {
 }
 
 
+# --tree NAME=DIR: contender NAME is `crawler` run from the source tree DIR (its crawler/ and config.yaml,
+# e.g. from `git archive HEAD crawler config.yaml | tar -x -C DIR`), for A/B of changes on one web. The
+# `crawler` script puts .venv/bin, not the checkout, first on sys.path, so PYTHONPATH wins over the
+# editable install.
+TREES: dict[str, str] = {}
+
+
 def run_crawler(seeds: Path, concurrency: int, tag: str, name: str = "crawler") -> tuple[Run, list[str]]:
-    crawl_dir = WORK / f"crawl-{tag}"
+    crawl_dir = WORK / f"crawl-{name}-{tag}"
     shutil.rmtree(crawl_dir, ignore_errors=True)
-    cmd = [str(CRAWLER), "crawl", "--seeds", str(seeds), "--rounds", "30", "-D", f"crawl_dir={crawl_dir}",
+    tree = TREES.get(name)
+    config = ["-c", str(Path(tree) / "config.yaml")] if tree else []  # the tree's own keys
+    cmd = [str(CRAWLER), "crawl", *config, "--seeds", str(seeds), "--rounds", "30", "-D", f"crawl_dir={crawl_dir}",
            "-D", "http.allow_private_networks=true", "-D", "fetcher.min_delay=0",
            "-D", "fetcher.per_host_concurrency=2", "-D", f"fetcher.concurrency={concurrency}",
-           "-D", "log.level=warning", "-D", "log.format=json", *CRAWLER_VARIANTS[name]]
-    wall, cpu, rss = timed(cmd, WORK / f"{name}-{tag}.log")
+           "-D", "log.level=warning", "-D", "log.format=json", *CRAWLER_VARIANTS.get(name, [])]
+    env = {"PYTHONPATH": tree} if tree else None
+    wall, cpu, rss = timed(cmd, WORK / f"{name}-{tag}.log", env)
     table = pq.ParquetDataset(sorted(crawl_dir.glob("segments/*/fetcher/part-*.parquet"))).read(
         columns=["url", "status", "fetch_time"])
     rows = table.to_pylist()
@@ -169,7 +181,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--only", default="crawler,crawler-all,scrapy,floor")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "bench-compare.png")
+    parser.add_argument("--tree", action="append", default=[], metavar="NAME=DIR",
+                        help="contender NAME: the crawler from source tree DIR (name it in --only)")
     args = parser.parse_args()
+    for spec in args.tree:
+        name, _, tree = spec.partition("=")
+        TREES[name] = str(Path(tree).resolve())
     WORK.mkdir(parents=True, exist_ok=True)
     seeds = WORK / "seeds.txt"
     seeds.write_text("\n".join(generate(WORK / "web", args.hosts, args.pages, args.port, args.seed)) + "\n")
@@ -182,7 +199,7 @@ def main() -> None:
             order = only[i % len(only):] + only[: i % len(only)]
             for name in order:
                 tag = f"{i}"
-                if name in CRAWLER_VARIANTS:
+                if name in CRAWLER_VARIANTS or name in TREES:
                     run, urls = run_crawler(seeds, args.concurrency, tag, name)
                     urls_file.write_text("\n".join(urls) + "\n")
                 elif name == "scrapy":
@@ -201,7 +218,7 @@ def main() -> None:
     for name, row in rows.items():
         print(f"| {name} | {row['pages_per_second']:.1f} | {row['cpu_per_1000']:.2f} | {row['rss_mb']:.0f} | "
               f"{row['pages']:.0f} | {row['wall']:.1f} |")
-    for name in (n for n in CRAWLER_VARIANTS if n in rows):
+    for name in (n for n in rows if n in CRAWLER_VARIANTS or n in TREES):
         c = rows[name]
         if "scrapy" in rows:
             s = rows["scrapy"]

@@ -15,6 +15,8 @@ from typing import Any, NoReturn
 from crawler.config import CrawlerConfig, load_config
 from crawler.errors import CrawlerError, UsageError
 from crawler.log import configure_logging
+from crawler.storage.access import Access
+from crawler.storage.session import staged
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,6 +32,26 @@ def _common(parser: argparse.ArgumentParser, dest_suffix: str) -> None:
                         help="override a config key, e.g. -D fetcher.concurrency=64")
 
 
+# What each command reads and writes below crawl_dir; a remote (s3://) crawl_dir pulls and publishes exactly that.
+ACCESS: dict[str, Access] = {
+    "inject": Access(writes=("webdb",)),
+    "generate": Access(reads=("webdb",), segments="unmerged", writes_segments=True),
+    "fetch": Access(segments="args", segment_args=("segment",), writes_segments=True),
+    "parse": Access(segments="args", segment_args=("segment",), writes_segments=True),
+    "updatedb": Access(writes=("webdb",), segments="args", segment_args=("segments",)),
+    "invertlinks": Access(writes=("linkdb",), segments="args", segment_args=("segments",)),
+    "updatesegs": Access(reads=("webdb", "linkdb"), segments="args", segment_args=("segments",),
+                         writes_segments=True),
+    "dedup": Access(writes=("webdb",)),
+    "crawl": Access(writes=("webdb", "linkdb"), segments="unmerged", writes_segments=True),
+    "daemon": Access(writes=("webdb", "linkdb"), segments="unmerged", writes_segments=True,
+                     files=("daemon-state.json",)),
+    "readdb": Access(reads=("webdb",)),
+    "readseg": Access(reads=("webdb",), segments="args_or_all", segment_args=("dump", "get")),
+    "readlinkdb": Access(reads=("linkdb",)),
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="crawler", description="A Nutch-style web crawler.")
     _common(parser, "")
@@ -38,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     def add(name: str, handler: str, help_: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_, description=help_)
         _common(p, "_sub")
-        p.set_defaults(handler=handler)
+        p.set_defaults(handler=handler, access=ACCESS.get(name))
         return p
 
     p = add("inject", "cycle:cmd_inject", "add seed URLs to the crawl database")
@@ -113,7 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         cfg = _load(args)
         configure_logging(cfg.log)
-        return _resolve(args.handler)(cfg, args)
+        with staged(cfg, args, args.access):
+            return _resolve(args.handler)(cfg, args)
     except CrawlerError as exc:
         print(f"crawler: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from crawler.errors import ConfigError
+from crawler.storage.location import check_crawl_dir, local_crawl_path
 from crawler.units import parse_duration, parse_size
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
@@ -155,6 +156,7 @@ class UrlsConfig(Section):
 class LinkdbConfig(Section):
     max_inlinks: int = Field(10_000, ge=0)
     ignore_internal: bool = True
+    bucket_rows: int = Field(2_000_000, ge=1)
 
 
 class LogConfig(Section):
@@ -226,8 +228,16 @@ class ParseConfig(Section):
     processes: int = Field(0, ge=0)
 
 
+class StorageConfig(Section):
+    # Read only when crawl_dir is s3://bucket/prefix (docs/scale-out.md, Storage); credentials come from the AWS env vars.
+    endpoint: str = ""  # e.g. http://127.0.0.1:9000 for MinIO; empty = AWS_ENDPOINT_URL, else AWS itself
+    region: str = ""  # empty = AWS_REGION / AWS_DEFAULT_REGION, else us-east-1
+    staging_dir: str = ""  # local working copy of the remote crawl_dir; empty = ~/.cache/crawler/staging
+    lease_ttl: Duration = Field(60.0, ge=5.0)  # a writer's lease on webdb/.lock lives this long unless renewed
+
+
 class CrawlerConfig(Section):
-    crawl_dir: str = "."
+    crawl_dir: Annotated[str, AfterValidator(check_crawl_dir)] = "."
     http: HttpConfig = HttpConfig()
     fetcher: FetcherConfig = FetcherConfig()
     robots: RobotsConfig = RobotsConfig()
@@ -242,10 +252,12 @@ class CrawlerConfig(Section):
     jobs: JobsConfig = JobsConfig()
     spark: SparkConfig = SparkConfig()
     parse: ParseConfig = ParseConfig()
+    storage: StorageConfig = StorageConfig()
 
     @property
     def crawl_path(self) -> Path:
-        return Path(self.crawl_dir)
+        # A remote crawl_dir is worked in its local staging copy (crawler.storage.session pulls and publishes it).
+        return local_crawl_path(self.crawl_dir, self.storage.staging_dir)
 
 
 def _apply_override(tree: dict[str, Any], override: str) -> None:

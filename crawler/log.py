@@ -3,6 +3,11 @@
 Logs go to stderr (stdout carries only results): one JSON object per line when
 stderr is not a terminal or ``log.format: json``, readable console lines on a
 terminal. ``log.file`` receives JSON lines as well, whatever stderr gets.
+
+Configuring again (the daemon's SIGHUP) opens ``log.file`` afresh and closes
+the handle the previous configuration held, so a changed path leaks nothing
+and a rotated file is let go. A line a job thread is writing through the old
+configuration at that moment goes to the new file, not to a closed one.
 """
 
 from __future__ import annotations
@@ -10,11 +15,13 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 from typing import Any, TextIO
 
 import structlog
 
 from crawler.config import LogConfig
+from crawler.errors import ConfigError
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -27,20 +34,51 @@ def _render_json(event_dict: dict[str, Any]) -> str:
     return json.dumps(event_dict, default=_json_default, ensure_ascii=False)
 
 
-class _FileTee:
+class FileTee:
     """Writes each event as a JSON line to ``log.file`` before stderr rendering."""
 
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            self.stream: TextIO | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        except OSError as exc:
+            raise ConfigError(f"log.file: cannot open {path}: {exc.strerror or exc}") from None
+        self.successor: FileTee | None = None
+        self._lock = threading.Lock()  # job threads log too
 
     def __call__(self, logger: Any, method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
-        self.stream.write(_render_json(event_dict) + "\n")
-        self.stream.flush()
+        self.write(_render_json(event_dict) + "\n")
         return event_dict
+
+    def write(self, line: str) -> None:
+        with self._lock:
+            if self.stream is not None:
+                self.stream.write(line)
+                self.stream.flush()
+                return
+            successor = self.successor
+        if successor is not None:
+            successor.write(line)
+
+    def close(self, successor: FileTee | None = None) -> None:
+        """Close the file; lines still arriving here go to ``successor`` (None: stderr has them)."""
+        with self._lock:
+            if self.stream is not None:
+                self.stream.close()
+            self.stream = None
+            self.successor = successor
+
+
+def current_file_tee() -> FileTee | None:
+    """The ``log.file`` writer of the current configuration, if any."""
+    return next((p for p in structlog.get_config().get("processors", []) if isinstance(p, FileTee)), None)
 
 
 def configure_logging(cfg: LogConfig, stderr: TextIO | None = None) -> None:
+    """(Re)configure logging; raises ConfigError naming ``log.file`` when it cannot be opened (nothing changes)."""
     stream = stderr or sys.stderr
+    old_tee = current_file_tee()
+    tee = FileTee(cfg.file) if cfg.file else None
     use_json = cfg.format == "json" or (cfg.format == "auto" and not stream.isatty())
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
@@ -48,8 +86,8 @@ def configure_logging(cfg: LogConfig, stderr: TextIO | None = None) -> None:
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.format_exc_info,
     ]
-    if cfg.file:
-        processors.append(_FileTee(open(cfg.file, "a", encoding="utf-8")))  # noqa: SIM115 - lives as long as the process
+    if tee is not None:
+        processors.append(tee)
     if use_json:
         processors.append(lambda _l, _m, ev: _render_json(ev))
     else:
@@ -62,6 +100,8 @@ def configure_logging(cfg: LogConfig, stderr: TextIO | None = None) -> None:
         logger_factory=structlog.WriteLoggerFactory(stream),
         cache_logger_on_first_use=False,
     )
+    if old_tee is not None:
+        old_tee.close(successor=tee)
 
 
 def get_logger(**context: Any) -> structlog.typing.FilteringBoundLogger:

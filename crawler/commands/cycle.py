@@ -13,10 +13,11 @@ from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.runner import own_parse_pool, run_fetch
 from crawler.jobs.generate import generate
 from crawler.jobs.inject import inject
-from crawler.jobs.invertlinks import invertlinks
+from crawler.jobs.invertlinks import invertlinks, unlinked_segments
 from crawler.jobs.updatedb import updatedb
 from crawler.log import get_logger
 from crawler.segments.layout import Segment, list_segments, open_segment
+from crawler.storage.session import publish_round
 from crawler.webdb.store import VersionedStore
 
 
@@ -85,13 +86,16 @@ def cmd_crawl(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
 def _crawl(cfg: CrawlerConfig, args: argparse.Namespace, log: Any, pool: ParsePool | None) -> int:
     if args.seeds:
         inject(cfg, Path(args.seeds), log)
-    # A crash leaves segments generated or half fetched: finish them before generating anew.
+    # A crash leaves segments generated, half fetched, or merged into the webdb but not into the
+    # linkdb: finish them before generating anew.
     for segment in unfinished_segments(cfg):
         log.info("crawl.resume", segment=segment.name, state=segment.state)
         if not segment.is_done("fetcher"):
             _fetch(cfg, segment, parse_pool=pool)
         updatedb(cfg, [segment], log)
-        invertlinks(cfg, [segment], log)
+    if pending := unlinked_segments(cfg):
+        log.info("crawl.resume", segments=[s.name for s in pending], state="invertlinks")
+        invertlinks(cfg, pending, log)
     for round_no in range(1, args.rounds + 1):
         segment = _generate(cfg, args.top_n, None)
         if segment is None:
@@ -103,6 +107,7 @@ def _crawl(cfg: CrawlerConfig, args: argparse.Namespace, log: Any, pool: ParsePo
             raise SegmentError(f"{segment.path}: fetch did not complete")
         updatedb(cfg, [segment], log)
         invertlinks(cfg, [segment], log)
+        publish_round(cfg)  # a remote crawl_dir gets each round as it completes
         log.info("crawl.round", round=round_no, segment=segment.name)
     else:
         log.info("crawl.done", rounds=args.rounds, reason="rounds done")

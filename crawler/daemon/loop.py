@@ -1,14 +1,20 @@
 """The crawl cycle the daemon repeats: seeds -> generate -> fetch -> updatedb -> invertlinks (-> dedup).
 
 The daemon owns no crawl logic: it sequences the jobs. The jobs are synchronous
-(DuckDB) and run in a thread, so the event loop keeps fetching and keeps
-answering ``/metrics`` meanwhile. Each cycle first finishes what an earlier run
-left: a segment generated or cut off but not merged is fetched (resumed) and
-merged before anything new is generated, exactly as ``crawler crawl`` does.
+(DuckDB) and run in a thread, one at a time, so the event loop keeps fetching
+and keeps answering ``/metrics`` meanwhile. A cycle is one segment merged:
+generated (or left unfinished by an earlier run, which is resumed first, as
+``crawler crawl`` does), fetched, then updatedb and invertlinks, and dedup every
+``daemon.dedup_every`` cycles.
 
-No idle tail: while a segment's last slow hosts finish, the next segment is
-generated without those hosts and its fetch starts next to the running one
-(see ``overlap.py``); the next cycle then only waits for it.
+No idle tail: fetches are tasks beside the loop, any number at once. Whenever
+the hosts the running fetches still hold cannot keep every worker busy
+(``overlap.in_tail``), the loop generates another segment without those hosts
+and starts it. Each segment is merged as soon as its own fetch completes,
+whatever older fetches still run: generate already leaves out the URLs of every
+unmerged segment, so the order of merges does not matter, and waiting for a slow
+older segment would bring the tail back. Every fetch shares one
+``SharedPoliteness``, so concurrency and per-host delays hold for the process.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import asyncio
 import contextlib
 import importlib
 import time
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -26,20 +33,22 @@ from structlog.contextvars import bound_contextvars
 
 from crawler.commands.cycle import segments_dir, unfinished_segments
 from crawler.config import CrawlerConfig
-from crawler.daemon.overlap import HostTracker, fetchlist_hosts
+from crawler.daemon.overlap import HostTracker, hosts_left, in_tail, part_hosts
 from crawler.daemon.reload import Reload
 from crawler.daemon.retention import prune_segments
 from crawler.daemon.seeds import STATE_FILE, SeedWatcher
 from crawler.daemon.status import DaemonStatus
 from crawler.errors import CrawlerError, SegmentError
-from crawler.fetcher import service as fetch_service
 from crawler.fetcher.events import FetchDone, FetchProgress
+from crawler.fetcher.politeness import SharedPoliteness
+from crawler.fetcher.service import Fetcher
 from crawler.fsutil import TEMP_PREFIX, remove_temp_files, remove_tree
 from crawler.jobs.generate import generate
 from crawler.jobs.readdb import db_stats
 from crawler.jobs.updatedb import updatedb
 from crawler.metrics import Metrics
 from crawler.segments.layout import Segment, list_segments
+from crawler.storage.session import publish_round
 from crawler.webdb.store import VersionedStore
 
 # Jobs other issues are still building: run when their module exists, skipped (and said once) until then.
@@ -77,44 +86,60 @@ class Observers:
 @dataclass
 class RunningFetch:
     segment: Segment
-    task: asyncio.Task[Any]
-    fetcher: Any  # a Fetcher we can reconfigure, or None when the fetcher cannot be
+    task: asyncio.Task[Any] | None  # None: fetched by an earlier run, only the merge is left
+    fetcher: Fetcher | None
     tracker: HostTracker | None
     started: float
+    number: int  # its cycle: segments are numbered as they start, and a cycle ends when its segment is merged
     selected: int | None = None
     generate_seconds: float | None = None
+    ended: float | None = None
 
 
 class CrawlLoop:
     def __init__(self, config: Callable[[], CrawlerConfig], metrics: Metrics, status: DaemonStatus,
                  stop: asyncio.Event, log: Any) -> None:
-        self.config = config  # the current config: SIGHUP may replace it between two phases
+        self.config = config  # the current config: SIGHUP may replace it between two steps
         self.metrics = metrics
         self.status = status
         self.stop = stop
         self.log = log
-        self.running: dict[str, RunningFetch] = {}
-        self.pending: RunningFetch | None = None  # the next cycle's segment, already fetching (overlap)
+        self.running: dict[str, RunningFetch] = {}  # fetching now
+        self.unmerged: dict[str, RunningFetch] = {}  # started by this run, not merged yet (fetching or finished)
+        self.finished: deque[RunningFetch] = deque()  # fetches that ended, in the order they ended
+        self.cycles = 0  # segments merged
+        self.numbered = 0  # segments started (or taken up to merge)
+        self.politeness = SharedPoliteness(config().fetcher)
         self.seeds = SeedWatcher(config().crawl_path / STATE_FILE)
+        self._changed = asyncio.Event()  # a fetch ended or a host was freed: time to look again
+        self._fresh = True  # something may have become due since generate last found nothing
+        self._look_back = True  # segments an earlier run (or a failed step) left unmerged may exist
+        # While fetches run, generate at most half the time: on a large webdb one generate takes a while.
+        self._generate_after = 0.0
 
     async def run(self) -> None:
         await asyncio.to_thread(self.recover)
+        cfg = self.config()
+        if cfg.fetcher.processes > 1:
+            self.log.warning("daemon.one_fetch_process", processes=cfg.fetcher.processes,
+                             reason="the daemon fetches in its own process, so that its concurrent segments share "
+                                    "one politeness state; fetcher.processes applies to crawler fetch and crawl")
         for name in OPTIONAL_JOBS:
             if optional_job(name) is None:
                 self.log.info("daemon.job_unavailable", job=name, reason="not built yet; the cycle skips it")
-        done = 0
         try:
             while not self.stop.is_set():
                 cfg = self.config()
-                if cfg.daemon.max_cycles and done >= cfg.daemon.max_cycles:
-                    self.log.info("daemon.max_cycles", cycles=done)
+                if cfg.daemon.max_cycles and self.cycles >= cfg.daemon.max_cycles:
+                    self.log.info("daemon.max_cycles", cycles=self.cycles)
                     break
-                outcome = await self.cycle(done + 1)
-                if outcome == "done":
-                    done += 1
-                elif outcome in ("idle", "failed"):
+                outcome = await self.step(cfg)
+                if outcome in ("idle", "failed"):
                     self.status.phase = "idle"
                     await self._sleep(cfg.daemon.idle_sleep)
+                elif outcome == "wait":
+                    self.status.phase = "fetch"
+                    await self._wait_change(cfg.daemon.idle_sleep)
         finally:
             await self._drain()
 
@@ -136,141 +161,161 @@ class CrawlLoop:
                       incomplete_segments_removed=[s.name for s in incomplete],
                       to_resume=[s.name for s in unfinished_segments(cfg)])
 
-    async def cycle(self, number: int) -> str:
-        """One cycle; returns done, idle (nothing due), failed or stopped."""
-        cfg = self.config()
-        started = time.monotonic()
-        phases: dict[str, float] = {}
-        self.status.cycle = number
-        with bound_contextvars(cycle=number):
-            try:
-                await self._phase("inject", phases, self.seeds.inject_new, cfg, self.log)
-                segment, running = await self._next_segment(phases)
-                if segment is None:
-                    self.metrics.cycle_finished("idle", None, phases)
-                    return "idle"
-                self.status.segment = segment.name
-                with bound_contextvars(segment=segment.name):
-                    report = await self._finish_fetch(running, number, phases) if running else None
-                    if not segment.is_done("fetcher"):
-                        if self.stop.is_set():
-                            self.metrics.cycle_finished("stopped", None, phases)
-                            return "stopped"
-                        raise SegmentError(f"{segment.path}: fetch did not complete")
-                    figures = await self._after_fetch(self.config(), segment, number, phases)
-                    self._done(number, started, phases, running, report, figures)
-                    return "done"
-            except CrawlerError as exc:
-                self.log.error("cycle.failed", error=str(exc), phase=self.status.phase)
-            except Exception as exc:  # noqa: BLE001 - a long-running service logs a bug and goes on
-                self.log.exception("cycle.failed", error=repr(exc), phase=self.status.phase)
-            self.metrics.cycle_finished("failed", None, phases)
-            return "failed"
+    async def step(self, cfg: CrawlerConfig) -> str:
+        """Merge what finished, resume or generate what is due; returns busy, wait, idle, failed or stopped."""
+        self._changed.clear()  # before looking: whatever happens from here wakes the next wait
+        while self.finished:
+            if not await self._merge(self.finished.popleft()):
+                self._look_back = True
+                return "failed"
+        if self.stop.is_set():
+            return "stopped"
+        if cfg.daemon.max_cycles and self.cycles + len(self.unmerged) >= cfg.daemon.max_cycles:
+            return "wait" if self.unmerged else "busy"
+        try:
+            if self._look_back:
+                self._look_back = False
+                if await self._resume(cfg):
+                    return "busy"
+            return await self._generate(cfg)
+        except CrawlerError as exc:
+            self.log.error("cycle.failed", error=str(exc), phase=self.status.phase)
+        except Exception as exc:  # noqa: BLE001 - a long-running service logs a bug and goes on
+            self.log.exception("cycle.failed", error=repr(exc), phase=self.status.phase)
+        self._look_back = True
+        self.metrics.cycle_finished("failed", None, {})
+        return "failed"
 
-    async def _next_segment(self, phases: dict[str, float]) -> tuple[Segment | None, RunningFetch | None]:
-        cfg = self.config()  # read again: a SIGHUP during the inject phase applies to this segment
-        if self.pending is not None:
-            running, self.pending = self.pending, None
-            if running.generate_seconds is not None:
-                phases["generate"] = running.generate_seconds
-            return running.segment, running
+    async def _resume(self, cfg: CrawlerConfig) -> bool:
+        """Take up segments an earlier run (or a failed step) left generated or fetched but not merged."""
+        resumed = False
         for segment in unfinished_segments(cfg):  # oldest first
-            if segment.name in self.running:
+            if segment.name in self.unmerged:
                 continue
             self.log.info("daemon.resume", segment=segment.name, state=segment.state)
+            resumed = True
             if segment.is_done("fetcher"):
-                return segment, None
-            return segment, await self._start_fetch(segment, track=False)
-        if VersionedStore(cfg.crawl_path / "webdb").current() is None:
-            self.log.info("daemon.idle", reason=f"no crawl database yet: drop seed files into {cfg.daemon.seeds}")
-            return None, None
-        t0 = time.monotonic()
-        report = await self._phase("generate", phases, generate, cfg, self.log)
-        if report.segment is None:
-            self.log.info("daemon.idle", reason="nothing due", sleep_s=cfg.daemon.idle_sleep)
-            return None, None
-        running = await self._start_fetch(report.segment, track=True, selected=report.selected)
-        running.generate_seconds = time.monotonic() - t0
-        return report.segment, running
-
-    async def _start_fetch(self, segment: Segment, *, track: bool, selected: int | None = None) -> RunningFetch:
-        cfg = self.config()  # read again: a SIGHUP during generate applies to this fetch
-        tracker = None
-        if track and cfg.daemon.overlap:
-            tracker = HostTracker(await asyncio.to_thread(fetchlist_hosts, segment.parts("fetchlist")), cfg.fetcher)
-        observer = Observers(self.metrics, self.status, tracker)
-        fetcher = None
-        with bound_contextvars(segment=segment.name, phase="fetch"):
-            if hasattr(fetch_service.Fetcher, "reconfigure"):
-                # Held so that SIGHUP can change its limits while it runs.
-                fetcher = fetch_service.Fetcher(cfg, segment, self.log, stop=self.stop, observer=observer)
-                task = asyncio.create_task(fetcher.run())
+                fetch = RunningFetch(segment, None, None, None, time.monotonic(), self._number())
+                self.unmerged[segment.name] = fetch
+                self.finished.append(fetch)
             else:
-                task = asyncio.create_task(
-                    fetch_service.fetch_segment(cfg, segment, self.log, stop=self.stop, observer=observer))
-        running = RunningFetch(segment, task, fetcher, tracker, time.monotonic(), selected)
-        self.running[segment.name] = running
+                await self._start_fetch(segment, await asyncio.to_thread(hosts_left, segment))
+        return resumed
+
+    async def _generate(self, cfg: CrawlerConfig) -> str:
+        trackers = [f.tracker for f in self.running.values() if f.tracker is not None]
+        if self.running and not (cfg.daemon.overlap and self._fresh and in_tail(trackers, cfg.fetcher)
+                                 and time.monotonic() >= self._generate_after):
+            return "wait"
+        self._fresh = False
+        phases: dict[str, float] = {}
+        await self._phase("inject", phases, self.seeds.inject_new, cfg, self.log)
+        self.metrics.phase_seconds.labels("inject").observe(phases["inject"])
+        if VersionedStore(cfg.crawl_path / "webdb").current() is None:
+            if self.unmerged:
+                return "wait"
+            self.log.info("daemon.idle", reason=f"no crawl database yet: drop seed files into {cfg.daemon.seeds}")
+            return "idle"
+        busy: set[str] = set().union(*(t.busy_hosts() for t in trackers))
+        t0 = time.monotonic()
+        report = await self._phase("generate", phases, partial(generate, cfg, self.log, exclude_hosts=busy or None))
+        self._generate_after = time.monotonic() + phases["generate"]
+        if report.segment is None:
+            if self.unmerged:  # fetching, or fetched (maybe during this generate) and about to be merged
+                self.log.debug("daemon.overlap_skipped", reason="nothing due outside the busy hosts",
+                               busy_hosts=len(busy), fetching=sorted(self.running))
+                return "wait"
+            self.log.info("daemon.idle", reason="nothing due", sleep_s=cfg.daemon.idle_sleep)
+            return "idle"
+        if self.stop.is_set():
+            return "stopped"  # the segment stays generated; the next run fetches it first
+        if self.running:
+            self.log.info("daemon.overlap", next_segment=report.segment.name, selected=report.selected,
+                          busy_hosts=len(busy), fetching=sorted(self.running))
+        remaining = await asyncio.to_thread(part_hosts, report.segment.parts("fetchlist"))
+        fetch = await self._start_fetch(report.segment, remaining, selected=report.selected)
+        fetch.generate_seconds = time.monotonic() - t0
+        return "busy"
+
+    async def _start_fetch(self, segment: Segment, remaining: Counter[str], *,
+                           selected: int | None = None) -> RunningFetch:
+        cfg = self.config()  # read again: a SIGHUP during generate applies to this fetch
+        tracker = HostTracker(remaining, cfg.fetcher, on_change=self._host_freed)
+        observer = Observers(self.metrics, self.status, tracker)
+        number = self._number()
+        with bound_contextvars(cycle=number, segment=segment.name, phase="fetch"):
+            # Held so that SIGHUP can change its limits while it runs.
+            fetcher = Fetcher(cfg, segment, self.log, stop=self.stop, observer=observer, politeness=self.politeness)
+            task = asyncio.create_task(fetcher.run())
+        fetch = RunningFetch(segment, task, fetcher, tracker, time.monotonic(), number, selected)
+        self.running[segment.name] = self.unmerged[segment.name] = fetch
+        self.status.segment = segment.name
+        self.status.cycle = number
         self.status.fetch_started(segment.name)
         self.metrics.segments_fetching.set(len(self.running))
-        task.add_done_callback(lambda _task: self._fetch_ended(segment.name))
-        return running
+        task.add_done_callback(lambda _task: self._fetch_ended(fetch))
+        return fetch
 
-    def _fetch_ended(self, name: str) -> None:
+    def _number(self) -> int:
+        self.numbered += 1
+        return self.numbered
+
+    def _host_freed(self) -> None:
+        self._fresh = True
+        self._changed.set()
+
+    def _fetch_ended(self, fetch: RunningFetch) -> None:
+        name = fetch.segment.name
+        fetch.ended = time.monotonic()
         self.running.pop(name, None)
         self.status.fetch_ended(name)
         self.metrics.fetch_ended(name)
         self.metrics.segments_fetching.set(len(self.running))
+        self.finished.append(fetch)
+        self._changed.set()
 
-    async def _finish_fetch(self, running: RunningFetch, number: int, phases: dict[str, float]) -> Any:
-        """Wait for the segment's fetch; when its tail starts, generate and start the next one."""
-        self.status.phase = "fetch"
-        with bound_contextvars(phase="fetch"):
-            watch = running.tracker is not None and self._may_overlap(self.config(), number)
-            while True:
-                tail = asyncio.ensure_future(running.tracker.tail.wait()) if watch and running.tracker else None
-                try:
-                    done, _ = await asyncio.wait({running.task, *([tail] if tail else [])},
-                                                 return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    if tail is not None:
-                        tail.cancel()
-                if running.task in done:
-                    break
-                watch = False
-                self.pending = await self._overlap(running, number + 1)
-        phases["fetch"] = time.monotonic() - running.started
-        return running.task.result()
-
-    def _may_overlap(self, cfg: CrawlerConfig, number: int) -> bool:
-        last = bool(cfg.daemon.max_cycles) and number >= cfg.daemon.max_cycles
-        return cfg.daemon.overlap and not last and not self.stop.is_set() and self.pending is None
-
-    async def _overlap(self, running: RunningFetch, number: int) -> RunningFetch | None:
-        cfg = self.config()
-        assert running.tracker is not None
-        busy = running.tracker.busy_hosts()
-        t0 = time.monotonic()
-        with bound_contextvars(cycle=number, phase="generate", segment=None):
-            report = await asyncio.to_thread(partial(generate, cfg, self.log, exclude_hosts=busy))
-            if report.segment is None:
-                self.log.info("daemon.overlap_skipped", reason="nothing due outside the busy hosts",
-                              busy_hosts=len(busy))
-                return None
-            if self.stop.is_set():
-                return None  # the segment stays generated; the next run fetches it first
-            self.log.info("daemon.overlap", next_segment=report.segment.name, selected=report.selected,
-                          busy_hosts=len(busy))
-            with bound_contextvars(segment=report.segment.name):
-                pending = await self._start_fetch(report.segment, track=True, selected=report.selected)
-        pending.generate_seconds = time.monotonic() - t0
-        return pending
+    async def _merge(self, fetch: RunningFetch) -> bool:
+        """One cycle's end: updatedb, invertlinks (dedup) and prune for a finished fetch; False if it failed."""
+        self.unmerged.pop(fetch.segment.name, None)
+        segment, number = fetch.segment, fetch.number
+        phases: dict[str, float] = {}
+        if fetch.generate_seconds is not None:
+            phases["generate"] = fetch.generate_seconds
+        if fetch.task is not None and fetch.ended is not None:
+            phases["fetch"] = fetch.ended - fetch.started
+        with bound_contextvars(cycle=number, segment=segment.name):
+            try:
+                report = None
+                if fetch.task is not None:
+                    if fetch.task.cancelled():
+                        return True  # cut at shutdown: the next run resumes it
+                    report = fetch.task.result()
+                if not segment.is_done("fetcher"):
+                    if self.stop.is_set():
+                        self.metrics.cycle_finished("stopped", None, phases)
+                        return True
+                    raise SegmentError(f"{segment.path}: fetch did not complete")
+                figures = await self._after_fetch(self.config(), segment, self.cycles + 1, phases)
+            except CrawlerError as exc:
+                self.log.error("cycle.failed", error=str(exc), phase=self.status.phase)
+            except Exception as exc:  # noqa: BLE001 - a long-running service logs a bug and goes on
+                self.log.exception("cycle.failed", error=repr(exc), phase=self.status.phase)
+            else:
+                self.cycles += 1
+                self._fresh = True
+                self._done(number, fetch, phases, report, figures)
+                return True
+        self.metrics.cycle_finished("failed", None, phases)
+        return False
 
     async def _after_fetch(self, cfg: CrawlerConfig, segment: Segment, number: int,
                            phases: dict[str, float]) -> dict[str, Any]:
         update = await self._phase("updatedb", phases, updatedb, cfg, [segment], self.log)
         invert = optional_job("invertlinks")
         if invert is not None:
-            await self._phase("invertlinks", phases, invert, cfg, [segment], self.log)
+            # With any segment an earlier cycle merged into the webdb but was cut off before inverting.
+            from crawler.jobs.invertlinks import unlinked_segments
+            await self._phase("invertlinks", phases, invert, cfg, unlinked_segments(cfg) or [segment], self.log)
         dedup = optional_job("dedup")
         if dedup is not None and cfg.daemon.dedup_every and number % cfg.daemon.dedup_every == 0:
             await self._phase("dedup", phases, dedup, cfg, self.log)
@@ -279,18 +324,19 @@ class CrawlLoop:
         version = VersionedStore(cfg.crawl_path / "webdb").require_current()
         await self._phase("prune", phases, prune_segments, segments_dir(cfg), version.merged_segments,
                           cfg.daemon.keep_segments, cfg.daemon.archive_dir, self.log)
+        await self._phase("publish", phases, publish_round, cfg)  # a remote crawl_dir gets each cycle as it completes
         return {"new_urls": update.new_urls, "version": update.version, "db_urls": stats["urls"],
                 "merged_fetched": update.fetched}
 
-    def _done(self, number: int, started: float, phases: dict[str, float], running: RunningFetch | None,
-              report: Any, figures: dict[str, Any]) -> None:
-        elapsed = time.monotonic() - started
+    def _done(self, number: int, fetch: RunningFetch, phases: dict[str, float], report: Any,
+              figures: dict[str, Any]) -> None:
+        elapsed = time.monotonic() - fetch.started + (fetch.generate_seconds or 0.0)
         fetched = report.fetched if report is not None else figures["merged_fetched"]
         fetch_s = phases.get("fetch", 0.0)
         summary = {
             "cycle": number,
-            "segment": self.status.segment,
-            "selected": running.selected if running else None,
+            "segment": fetch.segment.name,
+            "selected": fetch.selected,
             "fetched": fetched,
             "bytes": report.bytes if report is not None else 0,
             "by_status": report.by_status if report is not None else {},
@@ -314,9 +360,11 @@ class CrawlLoop:
                 return await asyncio.to_thread(func, *args)
             finally:
                 phases[name] = phases.get(name, 0.0) + time.monotonic() - t0
+                self.status.phase = "fetch" if self.running else "idle"
 
     def reconfigure(self, reload: Reload) -> bool:
-        """Hand new fetcher limits to the running fetches; False when none could take them."""
+        """Hand new fetcher limits to the shared politeness and the running fetches; False when none runs."""
+        self.politeness.reconfigure(reload.config.fetcher)
         applied = False
         for running in list(self.running.values()):
             if running.tracker is not None:
@@ -328,13 +376,32 @@ class CrawlLoop:
 
     def cancel_fetches(self) -> None:
         for running in list(self.running.values()):
-            running.task.cancel()
+            if running.task is not None:
+                running.task.cancel()
 
     async def _drain(self) -> None:
         """Wait for fetches still running (the stop event makes them commit and return)."""
-        tasks = [r.task for r in self.running.values()]
+        tasks = [r.task for r in self.running.values() if r.task is not None]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _wait_change(self, timeout: float) -> None:
+        """Until a fetch ends, a host is freed, or the daemon is stopped; at most ``timeout``.
+
+        After the timeout the loop looks again anyway, as an idle daemon does: seed files dropped, or
+        URLs that came due, while one long fetch runs without a host to free.
+        """
+        hold = self._generate_after - time.monotonic()
+        if self._fresh and 0 < hold < timeout:
+            timeout = hold  # a change came while generate was held back: look again when it may run
+        waits = [asyncio.ensure_future(self._changed.wait()), asyncio.ensure_future(self.stop.wait())]
+        try:
+            done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        if not done:
+            self._fresh = True
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):

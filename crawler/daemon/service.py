@@ -140,9 +140,14 @@ class Service:
         self.metrics.config_reloads.labels("ok").inc()
         new = reload.config
         now: list[str] = []
-        if reload.keys("log"):
-            configure_logging(new.log)
-            now += reload.keys("log")
+        if reload.keys("log") or new.log.file:
+            # Also with log.file unchanged: reopening it lets a rotated file go (as nginx does on a signal).
+            try:
+                configure_logging(new.log)
+            except ConfigError as exc:
+                self.log.error("config.log_failed", error=str(exc), kept="the previous log settings")
+            else:
+                now += reload.keys("log")
         fetcher_keys = reload.keys("fetcher")
         if self.crawl is not None and self.crawl.reconfigure(reload) and fetcher_keys:
             now += fetcher_keys

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crawler.config import FetcherConfig
+from crawler.fetcher.politeness import SharedPoliteness
 
 
 @dataclass(slots=True)
@@ -58,8 +59,11 @@ class FetchQueues:
         max_queued: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
         on_drop: Callable[[Any, str], None] = _no_drop,
+        shared: SharedPoliteness | None = None,
     ) -> None:
         self.cfg = cfg
+        # Limits kept across every fetch of the process (the daemon's concurrent segments); None = this one only.
+        self.shared = shared
         self.max_queued = max_queued
         self.clock = clock
         self.on_drop = on_drop
@@ -132,6 +136,8 @@ class FetchQueues:
         hq.crawl_delay = delay
         hq.delay = delay
         hq.next_allowed = max(hq.next_allowed, self.clock() + delay)
+        if self.shared is not None:
+            self.shared.hold(hq.key, hq.next_allowed, crawl_delay=delay)
 
     def adapt(self, hq: HostQueue, elapsed: float) -> None:
         """Adaptive delay: a slow host gets more time between requests (``delay_factor``)."""
@@ -144,6 +150,8 @@ class FetchQueues:
     def back_off(self, hq: HostQueue, seconds: float) -> None:
         """No request to this queue for ``seconds`` (Retry-After, repeated failures)."""
         hq.next_allowed = max(hq.next_allowed, self.clock() + seconds)
+        if self.shared is not None:
+            self.shared.hold(hq.key, hq.next_allowed)
 
     def block(self, hq: HostQueue, reason: str) -> None:
         """Drop every waiting and future entry of this queue through ``on_drop``."""
@@ -198,6 +206,9 @@ class FetchQueues:
         if self.per_host == 1:
             # Space requests by the delay from the end of the last one, as Nutch does.
             hq.next_allowed = max(hq.next_allowed, self.clock() + hq.delay)
+        if self.shared is not None:
+            self.shared.ended(hq.key, hq.next_allowed)
+            self.shared.slots.release()
         if hq.entries:
             self._schedule(hq, hq.next_allowed)
         elif hq.in_flight == 0:
@@ -226,6 +237,8 @@ class FetchQueues:
             if item is None:
                 self._idle.release()
                 break
+            if self.shared is not None:
+                await self.shared.slots.acquire()  # the process-wide cap; ``release`` gives it back
             self.ready.put_nowait(item)
         for _ in range(self._workers):
             self.ready.put_nowait(None)
@@ -258,15 +271,37 @@ class FetchQueues:
                 if hq.next_allowed > now:
                     self._schedule(hq, hq.next_allowed)
                     continue
+                if self.shared is not None and not self._shared_ready(hq, now):
+                    continue
                 entry = hq.entries.popleft()
                 self.queued -= 1
                 self._space.set()
                 hq.in_flight += 1
                 self.in_flight += 1
                 hq.next_allowed = now + hq.delay
+                if self.shared is not None:
+                    self.shared.started(hq.key, hq.next_allowed)
                 if hq.entries and hq.in_flight < self.per_host:
                     self._schedule(hq, hq.next_allowed)
                 return hq, entry
             self._changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout)
+
+    def _shared_ready(self, hq: HostQueue, now: float) -> bool:
+        """Whether another fetch of the process lets ``hq`` start now; if not, look again when it may."""
+        assert self.shared is not None
+        if hq.crawl_delay is None and (learned := self.shared.crawl_delay(hq.key)) is not None:
+            hq.crawl_delay = hq.delay = learned  # another fetch read this host's robots.txt first
+        at = self.shared.wait(hq.key, self.per_host, now)
+        if at is None:
+            return True
+        if at == float("inf"):
+            self.shared.on_release(hq.key, lambda: self._wake(hq))
+        else:
+            self._schedule(hq, at)
+        return False
+
+    def _wake(self, hq: HostQueue) -> None:
+        if self.hosts.get(hq.key) is hq and hq.entries and hq.in_flight < self.per_host:
+            self._schedule(hq, hq.next_allowed)

@@ -8,7 +8,8 @@ records ``redirect_source`` (the fetchlist URL the chain started from) and
 ``redirect_hop`` (1, 2, ...), so the whole chain can be read back from the
 fetcher output. A hop is not followed, and the reason is added to the source
 row, when the target is invalid, filtered out, already in this chain (a loop),
-already fetched in this segment, or past ``http.max_redirects``;
+already fetched in this segment, fetched in an earlier round and not due yet
+(``known.py``: the webdb's pages of this fetch's hosts), or past ``http.max_redirects``;
 updatedb still learns the target and it is crawled in a later round. A
 fetchlist entry that a hop already fetched is not fetched again.
 """
@@ -19,6 +20,7 @@ from collections import OrderedDict
 from typing import Any
 
 from crawler.config import CrawlerConfig
+from crawler.fetcher.known import KnownFetched
 from crawler.urls.normalize import host_of, normalize
 
 try:  # URL filters land with the URL work; until then every normalized target passes.
@@ -37,6 +39,7 @@ class RedirectPolicy:
                         if UrlFilters is not None and urls_cfg is not None else None)
         # URL -> taken as a redirect hop? (bounded: past it, a rare URL may be fetched twice; updatedb keeps the latest)
         self._taken: OrderedDict[str, bool] = OrderedDict()
+        self.known = KnownFetched()  # the fetcher loads the webdb's not-due URLs at start
 
     def _remember(self, url: str, as_hop: bool) -> None:
         self._taken[url] = as_hop
@@ -70,6 +73,8 @@ class RedirectPolicy:
                 return None, f"redirect target filtered: {rejected}"
         if target in self._taken:
             return None, "redirect target already fetched in this segment"
+        if target in self.known:
+            return None, "redirect target fetched in an earlier round and not due"
         self._remember(target, True)
         return {
             **entry,

@@ -29,8 +29,10 @@ from crawler.config import CrawlerConfig, FetcherConfig
 from crawler.errors import CrawlerError, FetchError, PluginNotFound
 from crawler.fetcher.events import FetchDone, FetchObserver, NullObserver
 from crawler.fetcher.hostqueue import FetchQueues, HostQueue
+from crawler.fetcher.known import load_known_fetched
 from crawler.fetcher.outcome import status_for_error, status_for_http
 from crawler.fetcher.parsepool import ParsePool, parse_to_rows
+from crawler.fetcher.politeness import SharedPoliteness
 from crawler.fetcher.progress import Counters, ProgressReporter, use_progress_bar
 from crawler.fetcher.queuekey import queue_key_for
 from crawler.fetcher.records import fetch_row
@@ -90,7 +92,7 @@ def retry_after_seconds(value: str | None, now: datetime | None = None) -> float
 class Fetcher:
     def __init__(self, cfg: CrawlerConfig, segment: Segment, log: Any, *,
                  stop: asyncio.Event | None = None, observer: FetchObserver | None = None,
-                 parse_pool: ParsePool | None = None) -> None:
+                 parse_pool: ParsePool | None = None, politeness: SharedPoliteness | None = None) -> None:
         self.cfg = cfg
         self.fetcher_cfg = cfg.fetcher
         self.stop = stop or asyncio.Event()
@@ -107,7 +109,8 @@ class Fetcher:
         self.parsers = ParserDispatch(cfg) if cfg.fetcher.parse and parse_pool is None else None
         self.queue_key = queue_key_for(cfg)
         workers = cfg.fetcher.concurrency
-        self.queues = FetchQueues(cfg.fetcher, workers, max_queued=max(1000, workers * 20), on_drop=self._drop)
+        self.queues = FetchQueues(cfg.fetcher, workers, max_queued=max(1000, workers * 20), on_drop=self._drop,
+                                  shared=politeness)
         self.writers: dict[int, PartitionWriter] = {}
         self.report = FetchReport(segment.name, [])
         self.counters = Counters()
@@ -169,6 +172,9 @@ class Fetcher:
         started = time.monotonic()
         available, todo = self._prepare(partitions)
         self.report.partitions = todo
+        # Off the loop: a daemon may run this beside another fetch on the same loop.
+        self.redirects.known = await asyncio.to_thread(
+            load_known_fetched, self.cfg, [self._fetchlist(p) for p in todo], self.log)
         total = sum(pq.ParquetFile(self._fetchlist(p)).metadata.num_rows for p in todo)
         total -= sum(len(c) for c in self._committed.values())
         self.log.info("fetch.start", partitions=todo, entries=total,

@@ -2,7 +2,8 @@
 
 What ``crawler readseg`` prints. A dump is one JSON object per fetched URL:
 its latest fetcher record left-joined with parse_data and parse_text, so it
-works on a segment fetched without parsing (parse fields are null). Only
+works on a segment fetched without parsing (parse fields are null); once
+``updatesegs`` has run on the segment, also ``score`` and ``anchors``. Only
 committed part files are read, so a segment being fetched shows what it has
 committed so far. A damaged part (truncated or garbled) never hides the rest:
 the list names it under ``damaged``, and a dump writes every readable record,
@@ -19,10 +20,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import duckdb
+import pyarrow.parquet as pq
 
 from crawler.config import CrawlerConfig, JobsConfig
 from crawler.errors import SegmentError
 from crawler.jobs.engine import connect, iso_sql, iter_dicts, parquet_source
+from crawler.jobs.updatesegs import FETCHER_UPDATED
 from crawler.models import FETCHER, FETCHLIST, PARSE_DATA, PARSE_TEXT, FetchStatus
 from crawler.segments.check import damaged_parts
 from crawler.segments.layout import Segment, list_segments
@@ -30,6 +33,7 @@ from crawler.urls.normalize import InvalidUrl, normalize
 from crawler.webdb.store import VersionedStore
 
 BATCH_ROWS = 2_000
+_UPDATED = {"score", "anchors"}
 _NOT_FAILED = (FetchStatus.SUCCESS, FetchStatus.NOTMODIFIED, FetchStatus.REDIRECT_PERM, FetchStatus.REDIRECT_TEMP)
 
 
@@ -91,12 +95,15 @@ def _records_query(seg: Segment, where: str = "", damaged: dict[Path, str] | Non
     def parts(output: str) -> list[Path]:
         return [p for p in seg.parts(output) if p not in (damaged or {})]
 
-    fetcher = parquet_source(parts("fetcher"), FETCHER)
+    # updatesegs adds the webdb score and the linkdb anchors to the fetcher parts: shown once it has run.
+    updated = any(set(pq.read_schema(p).names) >= _UPDATED for p in parts("fetcher"))
+    fetcher = parquet_source(parts("fetcher"), FETCHER_UPDATED if updated else FETCHER)
     data = parquet_source(parts("parse_data"), PARSE_DATA)
     text = parquet_source(parts("parse_text"), PARSE_TEXT)
     return f"""
         SELECT f.url, f.status, f.http_status, f.content_type, {iso_sql("f.fetch_time")} AS fetch_time,
                f.digest, f.redirect_url, f.reason, d.parse_status, d.title, d.outlinks, t.text, d.metadata
+               {", f.score, f.anchors" if updated else ""}
         FROM (SELECT *, row_number() OVER (PARTITION BY url ORDER BY fetch_time DESC NULLS LAST) AS rn
               FROM {fetcher} {where}) f
         LEFT JOIN (SELECT *, row_number() OVER (PARTITION BY url) AS rn FROM {data} {where}) d

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -42,14 +43,34 @@ _LOCAL_DEFAULTS = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.ui.enabled": "false",
-    "spark.sql.shuffle.partitions": "8",
 }
+# Plan rules that make the jobs' per-page list SQL quadratic: CollapseProject inlines a derived
+# column (the filtered outlinks) into the lambda that reads it, so the URL filter runs once per
+# element pair instead of once per element, and InferFiltersFromGenerate evaluates the whole
+# list expression again as a filter before each unnest. Without them updatedb's outlink step is
+# ~8x faster (docs/scale-out.md); results do not change (optimizer rules only rewrite plans).
+_EXCLUDED_RULES = ",".join(
+    f"org.apache.spark.sql.catalyst.optimizer.{rule}" for rule in ("CollapseProject", "InferFiltersFromGenerate")
+)
 _DEFAULTS = {
     "spark.ui.showConsoleProgress": "false",  # the bar would land between results on the terminal
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.timestampType": "TIMESTAMP_NTZ",  # the schemas store naive UTC times
     "spark.pyspark.python": sys.executable,  # executors run our writer with the same packages
+    "spark.sql.optimizer.excludedRules": _EXCLUDED_RULES,
+    "spark.sql.adaptive.enabled": "true",  # merges small shuffle partitions after each stage
+    "spark.sql.execution.arrow.pyspark.enabled": "true",  # register(): Arrow tables in without row objects
 }
+
+
+def local_cores(master: str) -> int | None:
+    """N of ``local[N]`` (``local``: 1, ``local[*]``: this machine's cores); None for a cluster master."""
+    found = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", master.strip())
+    if not found:
+        return None
+    if found.group(1) is None:
+        return 1
+    return os.cpu_count() or 1 if found.group(1) == "*" else int(found.group(1))
 
 
 def spark_session(cfg: Any) -> SparkSession:
@@ -61,8 +82,10 @@ def spark_session(cfg: Any) -> SparkSession:
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = SparkSession.builder.master(cfg.spark.master).appName("crawler")
         settings = dict(_DEFAULTS)
-        if cfg.spark.master.startswith("local"):
-            settings.update(_LOCAL_DEFAULTS)
+        cores = local_cores(cfg.spark.master)
+        if cores is not None:
+            # One shuffle partition per core: Spark's 200 would make hundreds of tiny tasks.
+            settings.update(_LOCAL_DEFAULTS, **{"spark.sql.shuffle.partitions": str(cores)})
         settings.update(cfg.spark.conf)
         for key, value in settings.items():
             builder = builder.config(key, value)
@@ -133,7 +156,7 @@ class SparkEngine:
         return name
 
     def register(self, name: str, table: pa.Table) -> None:
-        self.spark.createDataFrame(table.to_pylist(), spark_schema(table.schema)).createOrReplaceTempView(name)
+        self.spark.createDataFrame(table, spark_schema(table.schema)).createOrReplaceTempView(name)
 
     def create_table(self, name: str, query: str) -> None:
         # Materialized once, as DuckDB's TEMP TABLE: later statements read it several times.

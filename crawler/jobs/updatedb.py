@@ -77,6 +77,23 @@ def segment_source(con: DuckEngine, segments: list[Segment], output: str, schema
     return "(" + " UNION ALL ".join(selects) + ")"
 
 
+def parse_data_source(con: DuckEngine, segments: list[Segment]) -> str:
+    """The url and outlinks of each page parsed in ``segments``, one row per (segment, url), with a ``segment`` column.
+
+    A resumed fetch can leave a URL parsed twice in one segment, so the rows are made unique;
+    the window that does it carries every outlink list through a sort (40% of the parse step at
+    1M pages), so it runs only when a cheap count over the URLs finds a duplicate.
+    """
+    source = segment_source(con, segments, "parse_data", PARSE_DATA)
+    duplicated = con.rows(f"""SELECT count(*) FROM (
+        SELECT segment, url FROM {source} d GROUP BY segment, url HAVING count(*) > 1) dups""")[0][0]
+    if not duplicated:
+        return f"(SELECT segment, url, outlinks FROM {source} d)"
+    return f"""(SELECT segment, url, outlinks FROM (
+        SELECT segment, url, outlinks, row_number() OVER (PARTITION BY segment, url ORDER BY url) AS rn
+        FROM {source} d) ranked WHERE rn = 1)"""
+
+
 def _to_merge(segments: list[Segment], current: Version | None, log: Any) -> list[Segment]:
     merged = set(current.merged_segments if current else [])
     chosen: list[Segment] = []
@@ -152,37 +169,33 @@ def _merge(
         FROM (SELECT *, row_number() OVER (PARTITION BY url ORDER BY fetch_time DESC NULLS LAST, segment DESC) AS rn
               FROM {segment_source(con, segments, "fetcher", FETCHER)}) latest
         WHERE rn = 1 AND url IS NOT NULL""")
-    # Parse results of those same records (same segment).
+    # Parse results of those same records (same segment), and for successful fetches the outlinks
+    # kept: valid, filtered, the first occurrence of each target in page order, the first
+    # db.max_outlinks of those. Per page, with list functions: no global sort or window over all
+    # outlinks, so memory stays bounded at tens of millions of links.
     progress.step("read parse data")
-    con.create_table("parsed", f"""
-        SELECT f.url, f.status, d.outlinks
-        FROM fetched f JOIN (
-            SELECT segment, url, outlinks, row_number() OVER (PARTITION BY segment, url ORDER BY url) AS rn
-            FROM {segment_source(con, segments, "parse_data", PARSE_DATA)}) d
-          ON d.segment = f.segment AND d.url = f.url AND d.rn = 1""")
-    # Outlinks kept from successfully fetched pages: in page order, deduplicated, filtered, capped.
-    progress.step("select outlinks")
-    # Per page, with list functions (no global sort or window over all outlinks, so memory stays
-    # bounded at tens of millions of links): keep valid, filtered links, then the first occurrence
-    # of each target in page order, then the first db.max_outlinks of those.
-    same_host = f"AND {host_sql('o.url')} = {host_sql('url')}" if db.ignore_external_links else ""
+    same_host = f"AND {host_sql('o.url')} = {host_sql('f.url')}" if db.ignore_external_links else ""
     cap = f"[1:{int(db.max_outlinks)}]" if db.max_outlinks else ""
-    con.create_table("new_links", f"""
-        WITH kept AS (
-            SELECT url, list_filter(outlinks, lambda o: o.url IS NOT NULL AND o.url <> '' {same_host}
-                                               AND {filter_sql(cfg.urls, "o.url")}) AS l
-            FROM parsed WHERE status = '{FetchStatus.SUCCESS}'
-        ),
-        firsts AS (
-            SELECT url, list_filter(l, lambda o, i: list_position(targets, o.url) = i){cap}
-                   AS l
-            FROM (SELECT *, list_transform(l, lambda y: y.url) AS targets FROM kept) with_targets
-        )
+    con.create_table("parsed", f"""
+        SELECT url, status, num_outlinks,
+               list_filter(l, lambda o, i: list_position(targets, o.url) = i){cap} AS kept
+        FROM (SELECT *, list_transform(l, lambda y: y.url) AS targets FROM (
+            SELECT f.url, f.status, array_length(d.outlinks) AS num_outlinks,
+                   CASE WHEN f.status = '{FetchStatus.SUCCESS}' THEN
+                       list_filter(d.outlinks, lambda o: o.url IS NOT NULL AND o.url <> '' {same_host}
+                                                        AND {filter_sql(cfg.urls, "o.url")}) END AS l
+            FROM fetched f JOIN {parse_data_source(con, segments)} d
+              ON d.segment = f.segment AND d.url = f.url) kept) with_targets""")
+    progress.step("select outlinks")
+    con.create_table("new_links", """
         SELECT url AS from_url, o.url AS to_url, o.anchor AS anchor, fanout
-        FROM (SELECT url, array_length(l) AS fanout, unnest(l) AS o FROM firsts) exploded""")
-    # Every edge to a possibly new URL, with the OPIC cash its source hands on.
+        FROM (SELECT url, array_length(kept) AS fanout, unnest(kept) AS o FROM parsed WHERE kept IS NOT NULL) exploded""")
+    # Every URL this update touches (link and redirect targets, fetched URLs) with the OPIC cash
+    # handed to it, and whether anyone linked to it (a new page starts from 0 then, not the injected score).
     progress.step("distribute scores")
-    con.create_table("edges", f"""
+    con.create_table("sources", f"""
+        SELECT p.url, p.score FROM {old_pages} p WHERE EXISTS (SELECT 1 FROM fetched f WHERE f.url = p.url)""")
+    con.create_table("touched", f"""
         WITH e AS (
             SELECT from_url, to_url, fanout FROM new_links
             UNION ALL
@@ -190,23 +203,14 @@ def _merge(
             WHERE status IN {redirects} AND redirect_url IS NOT NULL AND redirect_url <> ''
               AND {filter_sql(cfg.urls, "redirect_url")}
         )
-        SELECT e.from_url, e.to_url,
-               CASE WHEN e.to_url = e.from_url THEN 0.0
-                    ELSE coalesce(p.score, {float(db.score_injected)!r}) / e.fanout END AS share
-        FROM e LEFT JOIN {old_pages} p ON p.url = e.from_url""")
-    con.create_table("cash", "SELECT to_url AS url, sum(share) AS cash FROM edges GROUP BY to_url")
-    # New pages: link and redirect targets, and fetched URLs the webdb did not know.
-    # Columns in PAGES order: the pages query appends these rows to the old pages.
-    con.create_table(
-        "new_pages",
-        f"""SELECT url, {host_sql("url")} AS host, '{DbStatus.UNFETCHED}' AS status, NULL AS fetch_time,
-               {sql_literal(now)} AS next_fetch, 0 AS retries, CAST({float(db.fetch_interval)!r} AS DOUBLE) AS fetch_interval,
-               CAST(CASE WHEN bool_or(linked) THEN 0.0 ELSE {float(db.score_injected)!r} END AS DOUBLE) AS score,
-               NULL AS digest, NULL AS num_outlinks, NULL AS modified_time, NULL AS etag, NULL AS http_status
-        FROM (SELECT url, true AS linked FROM cash UNION ALL SELECT url, false FROM fetched) c
-        WHERE NOT EXISTS (SELECT 1 FROM {old_pages} p WHERE p.url = c.url)
-        GROUP BY url""",
-    )
+        SELECT url, sum(cash) AS cash, bool_or(linked) AS linked FROM (
+            SELECT e.to_url AS url, true AS linked,
+                   CASE WHEN e.to_url = e.from_url THEN 0.0
+                        ELSE coalesce(s.score, {float(db.score_injected)!r}) / e.fanout END AS cash
+            FROM e LEFT JOIN sources s ON s.url = e.from_url
+            UNION ALL
+            SELECT url, false, 0.0 FROM fetched) shares
+        GROUP BY url""")
     unknown = con.rows(
         f"SELECT count(*) FROM fetched WHERE status NOT IN ({', '.join(repr(str(s)) for s in FetchStatus)})"
     )[0][0]
@@ -222,23 +226,39 @@ def _merge(
     def fetched_value(column: str, value: str) -> str:
         return f"CASE WHEN f.url IS NULL THEN p.{column} ELSE {value} END AS {column}"
 
+    # One pass over the old pages: joined with what this update touched, a URL the webdb did not
+    # know becomes a new unfetched page due now (in PAGES order), which the fetch record may then decide.
+    new_page = {
+        "url": "t.url",
+        "host": host_sql("t.url"),
+        "status": f"'{DbStatus.UNFETCHED}'",
+        "fetch_time": "NULL",
+        "next_fetch": sql_literal(now),
+        "retries": "0",
+        "fetch_interval": f"CAST({float(db.fetch_interval)!r} AS DOUBLE)",
+        "score": f"CAST(CASE WHEN t.linked THEN 0.0 ELSE {float(db.score_injected)!r} END AS DOUBLE)",
+    }
+    known = ", ".join(
+        f"CASE WHEN o.url IS NULL THEN {new_page.get(name, 'NULL')} ELSE o.{name} END AS {name}" for name in PAGES.names
+    )
     pages_query = f"""
         SELECT p.url, p.host, {decided("status")},
                {fetched_value("fetch_time", "f.fetch_time")}, {decided("next_fetch")}, {decided("retries")},
-               {fetched_value("fetch_interval", interval)}, p.score + coalesce(c.cash, 0.0) AS score,
+               {fetched_value("fetch_interval", interval)}, p.score + coalesce(p.cash, 0.0) AS score,
                {decided("digest")},
-               coalesce(array_length(d.outlinks), p.num_outlinks) AS num_outlinks,
+               coalesce(d.num_outlinks, p.num_outlinks) AS num_outlinks,
                {decided("modified_time")}, {decided("etag")},
                {fetched_value("http_status", "f.http_status")}
-        FROM (SELECT {", ".join(PAGES.names)} FROM {old_pages}
-              UNION ALL SELECT {", ".join(PAGES.names)} FROM new_pages) p
+        FROM (SELECT {known}, t.cash
+              FROM {old_pages} o FULL OUTER JOIN touched t ON t.url = o.url) p
         LEFT JOIN fetched f ON f.url = p.url
-        LEFT JOIN parsed d ON d.url = p.url
-        LEFT JOIN cash c ON c.url = p.url"""
+        LEFT JOIN parsed d ON d.url = p.url"""
     progress.step("write pages")
     (out / "pages").mkdir()
     pages_part = out / "pages" / part_name(0)
-    con.write(f"SELECT {typed_columns(PAGES)} FROM ({pages_query}) merged ORDER BY url", pages_part, PAGES, single=False)
+    # Not sorted by URL: at 10M pages the sort was a third of this step and most of its memory,
+    # and every reader that needs an order (readdb, generate) sorts what it selects.
+    written_pages = con.write(f"SELECT {typed_columns(PAGES)} FROM ({pages_query}) merged", pages_part, PAGES, single=False)
 
     links_query = f"""
         SELECT from_url, to_url, anchor FROM {old_links} l
@@ -261,7 +281,7 @@ def _merge(
         version=0,
         segments=[s.name for s in segments],
         fetched=con.rows("SELECT count(*) FROM fetched")[0][0],
-        new_urls=con.rows("SELECT count(*) FROM new_pages")[0][0],
+        new_urls=written_pages - int(con.rows(f"SELECT count(*) FROM {old_pages} o")[0][0]),
         by_status=by_status,
     )
 

@@ -28,7 +28,6 @@ from crawler.errors import ConfigError
 from crawler.urls.normalize import host_of
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
-_SCHEME_SQL = r"^([A-Za-z][A-Za-z0-9+.\-]*):"
 _PATH = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://[^/?#]*([^?#]*)")
 _PATH_SQL = r"^[A-Za-z][A-Za-z0-9+.\-]*://[^/?#]*([^?#]*)"
 
@@ -77,16 +76,23 @@ def _literal(value: str) -> str:
 
 def filter_sql(cfg: UrlsConfig, column: str) -> str:
     """A boolean SQL expression: true when the URL in ``column`` passes the chain (same answer as ``check``)."""
-    schemes = ", ".join(_literal(s.lower()) for s in cfg.schemes) or "NULL"
+    # The scheme is the URL's start up to the first ":" when that is all scheme characters, so
+    # comparing prefixes gives the regex's answer at a fraction of its cost (it runs per outlink).
+    prefixes = sorted({s.lower() + ":" for s in cfg.schemes if _SCHEME.fullmatch(s + ":")})
+    scheme = " OR ".join(f"lower(substr({column}, 1, {len(p)})) = {_literal(p)}" for p in prefixes) or "false"
     parts = [
-        f"lower(regexp_extract({column}, {_literal(_SCHEME_SQL)}, 1)) IN ({schemes})",
+        f"({scheme})",
         f"length({column}) <= {int(cfg.max_length)}",
     ]
     if cfg.max_segment_repeats:
         # The most frequent path segment's count: a histogram of the segments, no lambda needed.
+        limit = int(cfg.max_segment_repeats)
         path = f"trim(regexp_extract({column}, {_literal(_PATH_SQL)}, 1), '/')"
         repeats = f"coalesce(list_max(map_values(list_aggregate(regexp_split_to_array({path}, '/+'), 'histogram'))), 0)"
-        parts.append(f"({path} = '' OR {repeats} <= {int(cfg.max_segment_repeats)})")
+        # The histogram costs ~10x the rest of the chain; a path has fewer segments than the URL has
+        # slashes beyond "://", so a URL with at most limit + 2 slashes passes without it.
+        few_slashes = f"{column} NOT LIKE '%{'/%' * (limit + 3)}'"
+        parts.append(f"(CASE WHEN {few_slashes} THEN true ELSE ({path} = '' OR {repeats} <= {limit}) END)")
     if cfg.filters:
         whens = " ".join(
             f"WHEN regexp_matches({column}, {_literal(rule[1:])}) THEN {'true' if rule[0] == '+' else 'false'}"

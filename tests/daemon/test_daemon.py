@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 from pathlib import Path
 
@@ -26,9 +27,12 @@ async def db_rows(tmp_path: Path) -> list[dict]:
     return [json.loads(line) for line in dump.stdout.splitlines()]
 
 
-def assert_all_readable(crawl: Path) -> list[str]:
-    """Every Parquet and WARC file under crawl_dir reads back whole; no temp file is left. Returns fetched URLs."""
-    assert not list(crawl.rglob(".tmp-*")), list(crawl.rglob(".tmp-*"))
+def assert_all_readable(crawl: Path, *, killed: bool = False) -> list[str]:
+    """Every Parquet and WARC file under crawl_dir reads back whole; no temp file is left. Returns fetched URLs.
+
+    ``killed``: the daemon was SIGKILLed, maybe mid-write, so temp files may be left (the restart removes them).
+    """
+    assert killed or not list(crawl.rglob(".tmp-*")), list(crawl.rglob(".tmp-*"))
     con = duckdb.connect()
     for part in crawl.rglob("*.parquet"):
         con.execute(f"SELECT count(*) FROM read_parquet('{part}')").fetchall()
@@ -136,6 +140,23 @@ class TestSignals:
         daemon.signal(signal.SIGTERM)
         assert await daemon.wait_exit() == 0
 
+    async def test_sighup_moving_log_file_closes_the_old_one(self, tmp_path, start_daemon):
+        """SIGHUP with a new log.file writes there from then on, and the process no longer holds the old file."""
+        old, new = tmp_path / "old.log", tmp_path / "new.log"
+        config = tmp_path / "config.yaml"
+        config.write_text(f"fetcher:\n  min_delay: 0\nlog:\n  file: {old}\n")
+        daemon = await start_daemon(*daemon_args(tmp_path), cwd=tmp_path)
+        await daemon.wait_event("daemon.idle")
+        config.write_text(f"fetcher:\n  min_delay: 0\nlog:\n  file: {new}\n")
+        daemon.signal(signal.SIGHUP)
+        await daemon.wait_event("config.reloaded")
+        open_files = {os.readlink(fd) for fd in Path(f"/proc/{daemon.proc.pid}/fd").iterdir()}
+        assert str(new) in open_files and str(old) not in open_files
+        assert "config.reloaded" in new.read_text() and "config.reloaded" not in old.read_text()
+        assert "daemon.start" in old.read_text()
+        daemon.signal(signal.SIGTERM)
+        assert await daemon.wait_exit() == 0
+
     async def test_sigterm_mid_fetch_exits_0_with_all_records_readable(self, tmp_path, three_hosts, start_daemon):
         """SIGTERM during a fetch drains in-flight requests, commits, exits 0; a restart finishes the crawl."""
         a, b, _c = three_hosts
@@ -174,7 +195,7 @@ class TestSignals:
         daemon.proc.kill()
         assert await daemon.wait_exit() == -signal.SIGKILL
         crawl = tmp_path / "crawl"
-        committed_before = assert_all_readable(crawl)
+        committed_before = assert_all_readable(crawl, killed=True)
         assert committed_before
         segment = sorted((crawl / "segments").iterdir())[-1]
         (segment / "fetcher" / ".tmp-part-00000-00099.parquet.1").write_bytes(b"half a part")
@@ -253,7 +274,30 @@ class TestOverlap:
         overlap = daemon.find("daemon.overlap")
         assert overlap, daemon.tail(30)
         done = daemon.find("cycle.done")
-        assert [e["segment"] for e in done][1] == overlap[0]["next_segment"]
+        # The overlapped segment is merged as soon as it is fetched, without waiting for the slow one.
+        assert [e["segment"] for e in done][0] == overlap[0]["next_segment"]
         slow_page = next(r for r in a.requests if r.path_qs == "/")
         assert c.requests and c.requests[0].started < slow_page.finished
         assert [s.max_in_flight for s in three_hosts] == [1, 1, 1]
+
+    async def test_segments_keep_starting_and_merging_while_a_slow_segment_runs(
+            self, tmp_path, three_hosts, start_daemon):
+        """While a slow host holds a segment, further segments of the other hosts are generated, fetched and merged."""
+        a, b, c = three_hosts
+        write_site(Path(a.root), 0)
+        (Path(a.root) / "robots.txt").write_text("User-agent: *\nCrawl-delay: 20\n")  # a's page waits 20 s
+        others = [server.url(path) for server in (b, c) for path in ["/", *(f"/p{i}.html" for i in range(6))]]
+        seed(tmp_path, "abc.txt", a.url("/"), *others)
+        args = daemon_args(tmp_path, "-D", "generate.max_per_host=1", "-D", "fetcher.per_host_concurrency=1",
+                           "-D", "daemon.shutdown_timeout=1s")
+        daemon = await start_daemon(*args, cwd=tmp_path)
+        first = await daemon.wait_event("fetch.start")
+        await daemon.wait_for(lambda _e: len(fetched_on(b)) + len(fetched_on(c)) == 2 * ALL_PAGES, "b and c crawled")
+        # The first segment holds a, b and c's first URLs; each later one b's and c's next (max_per_host=1).
+        await daemon.wait_for(lambda e: len(daemon.find("cycle.done")) >= ALL_PAGES - 1, "their segments merged")
+        assert a.paths() == ["/robots.txt"]
+        assert first["segment"] not in {e["segment"] for e in daemon.find("cycle.done")}
+        assert len(daemon.find("daemon.overlap")) >= ALL_PAGES - 1
+        assert b.max_in_flight == c.max_in_flight == 1
+        daemon.signal(signal.SIGTERM)
+        assert await daemon.wait_exit() == 0

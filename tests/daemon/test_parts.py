@@ -9,7 +9,7 @@ import pytest
 
 from crawler.config import CrawlerConfig, FetcherConfig, load_config
 from crawler.daemon.endpoint import parse_listen
-from crawler.daemon.overlap import HostTracker
+from crawler.daemon.overlap import HostTracker, in_tail
 from crawler.daemon.reload import ConfigSource
 from crawler.daemon.retention import prune_segments
 from crawler.daemon.seeds import SeedWatcher
@@ -100,15 +100,19 @@ class TestRateWindow:
 
 class TestHostTracker:
     def test_tail_when_the_hosts_left_cannot_keep_workers_busy(self):
-        """The tail starts once hosts with work x per-host limit drop below the concurrency."""
-        cfg = FetcherConfig(concurrency=2, per_host_concurrency=1, min_delay=0)
-        tracker = HostTracker(Counter({"a": 2, "b": 1, "c": 1}), cfg)
-        assert not tracker.tail.is_set()
-        tracker.fetch_done(done("b"))
-        assert not tracker.tail.is_set()
-        tracker.fetch_done(done("c"))
-        assert tracker.tail.is_set()
-        assert tracker.busy_hosts() == {"a"}
+        """The tail starts once the running fetches' hosts with work x per-host limit drop below the concurrency."""
+        cfg = FetcherConfig(concurrency=3, per_host_concurrency=1, min_delay=0)
+        freed: list[int] = []
+        clock = FakeClock()
+        first = HostTracker(Counter({"a": 2, "b": 1}), cfg, clock=clock, on_change=lambda: freed.append(1))
+        second = HostTracker(Counter({"c": 1}), cfg)
+        assert not in_tail([first, second], cfg)
+        first.fetch_done(done("a"))
+        assert not in_tail([first, second], cfg) and not freed
+        first.fetch_done(done("b"))
+        assert in_tail([first, second], cfg) and freed == [1]
+        clock.now += 1
+        assert first.busy_hosts() | second.busy_hosts() == {"a", "c"}
 
     def test_hosts_stay_busy_for_their_delay_after_the_last_request(self):
         """A host that just finished is still excluded until min_delay has passed (politeness across fetches)."""

@@ -7,10 +7,12 @@ import pytest
 import structlog
 
 from crawler.errors import SegmentError
+from crawler.jobs.invertlinks import invertlinks
 from crawler.jobs.readseg import dump_segment, get_record, segment_summaries
 from crawler.jobs.updatedb import updatedb
+from crawler.jobs.updatesegs import updatesegs
 
-from .conftest import NOW, fetch, page, parse, write_db
+from .conftest import NOW, fetch, make_cfg, page, parse, write_db
 
 A, B = "http://a.example/", "http://b.example/"
 
@@ -97,3 +99,17 @@ def test_corrupt_part_names_the_file(make_segment):
     (seg.dir("fetcher") / "part-00000-00009.parquet").write_bytes(b"garbage")
     with pytest.raises(SegmentError, match="part-00000-00009.parquet"):
         dump_segment(seg, io.StringIO())
+
+
+def test_dump_shows_score_and_anchors_after_updatesegs(tmp_path, make_segment):
+    """Once updatesegs has run, each dumped record also has its webdb score and inlink anchors; before, neither key."""
+    cfg = make_cfg(tmp_path, linkdb={"ignore_internal": False})
+    write_db(cfg, [page(A, score=2.5), page(B, score=0.5)])
+    seg = make_segment("20260101T010000000Z", [fetch(A), fetch(B)], [parse(A, [(B, "bee")]), parse(B, [])])
+    assert not {"score", "anchors"} & set(dump(seg)[0])
+    invertlinks(cfg, [seg], structlog.get_logger())
+    updatesegs(cfg, [seg], structlog.get_logger())
+    rows = {r["url"]: r for r in dump(seg)}
+    assert (rows[A]["score"], rows[A]["anchors"], rows[B]["score"], rows[B]["anchors"]) == (2.5, None, 0.5, ["bee"])
+    assert {"url", "http_status", "content_type", "title", "outlinks", "text"} <= set(rows[A])
+    assert get_record(seg, B)["anchors"] == ["bee"]

@@ -13,12 +13,28 @@ import structlog
 from structlog.testing import capture_logs
 
 from crawler.errors import SegmentError, StorageError
+from crawler.jobs.invertlinks import invertlinks
 from crawler.jobs.readdb import db_stats
+from crawler.jobs.readlinkdb import inlinks_of
 from crawler.jobs.updatedb import host_sql, updatedb
+from crawler.models import PARSE_DATA
+from crawler.segments.layout import part_name
 from crawler.urls.normalize import host_of, normalize
 from crawler.webdb.store import VersionedStore
 
-from .conftest import NOW, T0, T1, fetch, make_cfg, page, parse, read_links, read_pages, write_db
+from .conftest import (
+    NOW,
+    T0,
+    T1,
+    fetch,
+    make_cfg,
+    page,
+    parse,
+    read_links,
+    read_pages,
+    write_db,
+    write_parquet,
+)
 
 LOG = structlog.get_logger()
 URL = "http://site.example/page"
@@ -328,3 +344,17 @@ def test_sql_host_matches_host_of():
     con = duckdb.connect()
     got = [con.execute(f"SELECT {host_sql('?')}", [u]).fetchall()[0][0] for u in urls]
     assert got == [host_of(u) for u in urls]
+
+
+def test_a_page_parsed_twice_in_a_segment_counts_once(cfg, make_segment):
+    """A URL with two parse_data rows in one segment (a resumed fetch) adds its links and hands on its score once."""
+    target = "http://other.example/"
+    write_db(cfg, [page(URL, score=2.0)])
+    seg = make_segment("20260101T010000000Z", [fetch(URL)], [parse(URL, [(target, "t"), (URL, "self")])])
+    write_parquet(seg.dir("parse_data") / part_name(1, 0), PARSE_DATA, [parse(URL, [(target, "t"), (URL, "self")])])
+    updatedb(cfg, [seg], LOG, now=NOW)
+    assert read_links(cfg) == [(URL, target, "t"), (URL, URL, "self")]
+    pages = read_pages(cfg)
+    assert (pages[target]["score"], pages[URL]["score"], pages[URL]["num_outlinks"]) == (1.0, 2.0, 2)
+    invertlinks(make_cfg(cfg.crawl_path, linkdb={"ignore_internal": False}), [seg], LOG)
+    assert inlinks_of(cfg, target)["inlinks"] == [{"from_url": URL, "anchor": "t"}]

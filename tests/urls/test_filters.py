@@ -26,6 +26,9 @@ CASES = [
     ("http://good.example/a/b/a/b/a/b/a/", "urls.max_segment_repeats"),
     ("http://good.example/p//p//p//p", "urls.max_segment_repeats"),
     ("http://good.example/?q=/a/a/a/a", None),
+    # the SQL skips counting below max_segment_repeats + 3 slashes: both sides of that line
+    ("http://good.example/a/a/a", None),
+    ("http://good.example/a/a/a/a", "urls.max_segment_repeats"),
 ]
 
 

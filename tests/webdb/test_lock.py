@@ -9,11 +9,14 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from crawler.config import CrawlerConfig
 from crawler.jobs.readdb import db_stats
 from crawler.jobs.readlinkdb import inlinks_of
+from crawler.webdb.store import VersionedStore
+from tests.conftest import run_crawler
 from tests.jobs.conftest import fetch, page, parse, read_pages, write_db
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,3 +154,30 @@ def test_job_killed_halfway_leaves_the_previous_version_live(cfg, make_segment, 
     assert not [p for p in store_dir.iterdir() if p.name.startswith(".tmp-")]
     if job == "invertlinks":
         assert inlinks_of(CrawlerConfig(crawl_dir=str(cfg.crawl_path)), OTHER)["inlinks"][0]["anchor"] == "new anchor"
+
+
+async def test_crawl_resumes_a_segment_merged_but_not_inverted(demo_site, crawl_args, tmp_path):
+    """invertlinks SIGKILLed after updatedb merged the segment: the next crawl inverts it before anything else."""
+    args = [*crawl_args, "-D", "linkdb.ignore_internal=false"]
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{demo_site.url('/')}\n")
+    assert (await run_crawler("inject", str(seeds), *args)).code == 0
+    generated = await run_crawler("generate", *args)
+    segment = generated.stdout.strip()
+    for step in ("fetch", "updatedb"):
+        done = await run_crawler(step, segment, *args)
+        assert done.code == 0, done.stderr[-2000:]
+    kill(start(KILLED_JOB, "invertlinks", str(tmp_path), segment))
+    assert not (tmp_path / "linkdb" / "CURRENT").exists()
+
+    resumed = await run_crawler("crawl", "--rounds", "0", *args)
+    assert resumed.code == 0, resumed.stderr[-2000:]
+    cfg = CrawlerConfig(crawl_dir=str(tmp_path))
+    linkdb = VersionedStore(tmp_path / "linkdb").require_current()
+    assert linkdb.merged_segments == [Path(segment).name]
+    webdb = VersionedStore(tmp_path / "webdb").require_current()
+    links = {(r["to_url"], r["from_url"]) for r in pq.read_table(webdb.path / "links").to_pylist()}
+    inlinks = {(r["to_url"], r["from_url"]) for r in pq.read_table(linkdb.path / "inlinks").to_pylist()}
+    assert inlinks == {(t, f) for t, f in links if t != f} and inlinks
+    to_url, from_url = min(inlinks)
+    assert from_url in [i["from_url"] for i in inlinks_of(cfg, to_url)["inlinks"]]
