@@ -92,9 +92,10 @@ def run_daemon(name: str, overlap: bool, seeds: Path, args: argparse.Namespace, 
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-    times, statuses, urls, fast_last = [], Counter(), set(), 0.0
+    times, statuses, urls, fast_last, segment_hosts = [], Counter(), set(), 0.0, set()
     for part in sorted(crawl.glob("segments/*/fetcher/*.parquet")):
         table = pq.read_table(part, columns=["fetch_time", "status", "url", "host"])
+        segment_hosts.update((part.parent.parent.name, h) for h in table.column("host").to_pylist())
         statuses.update(table.column("status").to_pylist())
         urls.update(table.column("url").to_pylist())
         for t, host in zip(table.column("fetch_time").to_pylist(), table.column("host").to_pylist(), strict=True):
@@ -106,12 +107,16 @@ def run_daemon(name: str, overlap: bool, seeds: Path, args: argparse.Namespace, 
             if host not in slow:
                 fast_last = max(fast_last, stamp - started)
     hist = Counter(int(t - started) for t in times)
-    cycles = sum(1 for line in log_path.read_text(errors="replace").splitlines() if '"cycle.done"' in line)
-    overlaps = sum(1 for line in log_path.read_text(errors="replace").splitlines() if '"daemon.overlap"' in line)
+    lines = log_path.read_text(errors="replace").splitlines()
+    cycles = sum(1 for line in lines if '"cycle.done"' in line)
+    overlaps = sum(1 for line in lines if '"daemon.overlap"' in line)
+    robots = sum(1 for line in lines if '"robots.outcome"' in line)  # one per robots.txt fetched (and its hops)
+    held = sum(1 for line in lines if '"fetch.held_elsewhere"' in line)
     return {"name": name, "hist": hist, "pages": len(times), "started": started, "reason": reason,
             "wall": (finished or time.time()) - started,
             "first": min(times) - started if times else 0.0, "last": max(times) - started if times else 0.0,
             "cycles": cycles, "overlaps": overlaps, "statuses": dict(statuses), "urls": len(urls),
+            "robots": robots, "held": held, "robots_per_segment": len(segment_hosts),
             "fast_done": fast_last, "fast_pages": sum(1 for t in times if t - started <= fast_last)}
 
 
@@ -135,7 +140,8 @@ def summarize(run: dict) -> dict:
             "wall": run["wall"], "pages": run["pages"], "fetch_span": run["last"] - run["first"],
             "rate": run["pages"] / run["wall"] if run["wall"] else 0.0, "peak": peak,
             "low_share": low / len(span) if span else 0.0, "idle_share": idle / len(span) if span else 0.0,
-            "cycles": run["cycles"], "overlaps": run["overlaps"]}
+            "cycles": run["cycles"], "overlaps": run["overlaps"], "repeats": run["pages"] - run["urls"],
+            "robots": run["robots"], "held": run["held"], "robots_per_segment": run["robots_per_segment"]}
 
 
 def plot(runs: list[dict], path: Path) -> None:
@@ -195,7 +201,10 @@ def main() -> None:
                   f"fast hosts done at {s['fast_done']:.1f}s ({s['fast_rate']:.1f} pages/s until then), "
                   f"{s['rate']:.1f} pages/s, peak {s['peak']}/s, {s['low_share']:.0%} of seconds below 25% of peak, "
                   f"{s['idle_share']:.0%} without a page, load {os.getloadavg()[0]:.2f}, "
-                  f"{s['cycles']} cycles, {s['overlaps']} overlapped starts, by status {run['statuses']}", flush=True)
+                  f"{s['cycles']} cycles, {s['overlaps']} overlapped starts, {s['repeats']} repeated fetches, "
+                  f"{s['robots']} robots.txt fetches ({s['robots_per_segment']} with a cache per segment), "
+                  f"{s['held']} entries left to the segment that held them, "
+                  f"by status {run['statuses']}", flush=True)
             runs.append(run)
     plot(runs, args.plot)
     print(f"\nweb: {args.hosts} hosts x {args.pages} pages, {args.slow} hosts with Crawl-delay {args.delay:g}s; "
@@ -203,13 +212,14 @@ def main() -> None:
           f"{os.cpu_count()} CPUs\n")
     print("| daemon.overlap | pages (distinct URLs) | s to nothing due | pages/s | s until the fast hosts are done "
           "| pages/s until then | peak pages/s | seconds < 25% of peak | seconds without a page | cycles "
-          "| overlapped starts |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| overlapped starts | repeated fetches | robots.txt fetches (with a cache per segment) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for run in runs:
         s = summarize(run)
         print(f"| {run['name']} | {s['pages']} ({s['urls']}) | {s['wall']:.1f} ({run['reason']}) | {s['rate']:.1f} | "
               f"{s['fast_done']:.1f} | {s['fast_rate']:.1f} | {s['peak']} | "
-              f"{s['low_share']:.0%} | {s['idle_share']:.0%} | {s['cycles']} | {s['overlaps']} |")
+              f"{s['low_share']:.0%} | {s['idle_share']:.0%} | {s['cycles']} | {s['overlaps']} | "
+              f"{s['repeats']} | {s['robots']} ({s['robots_per_segment']}) |")
     print(f"\nplot: {args.plot.relative_to(ROOT) if args.plot.is_relative_to(ROOT) else args.plot}")
 
 

@@ -7,8 +7,13 @@ memory, so it measures our transfer path and HTTP, not a real object store's
 bandwidth). Builds a synthetic webdb version of --urls pages with DuckDB, then
 times: publish (claim, upload every part, conditional PUT of CURRENT), pull into
 an empty staging copy, and pull again into the warm copy (only CURRENT and
-meta.json travel). Then runs `crawler crawl --rounds N` on the demo site into a
-local crawl_dir and into s3://, and reports both wall times. One JSON line each.
+meta.json travel). Then a synthetic segment of --partitions fetch partitions
+(--commits parts of 64 KB per partition and output) is published as two machines
+would after `fetch --partition`: half the partitions from one staging copy, half
+from another (whose publish finds every `_done` marker and writes `_SUCCESS`),
+and the listing-only completion check and the remote prune (markers first) are
+timed. Then runs `crawler crawl --rounds N` on the demo site into a local
+crawl_dir and into s3://, and reports both wall times. One JSON line each.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from crawler.config import StorageConfig  # noqa: E402
 from crawler.devserver import SiteServer  # noqa: E402
 from crawler.storage.bucket import Bucket  # noqa: E402
 from crawler.storage.location import Remote  # noqa: E402
+from crawler.storage.segments import SegmentSync  # noqa: E402
 from crawler.storage.stores import StoreSync  # noqa: E402
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_REGION": "us-east-1"}
@@ -80,6 +86,34 @@ def _timed(label: str, func, **extra) -> dict:
     return row
 
 
+def _segment_copy(staging: Path, name: str, partitions: int, mine: range, commits: int) -> None:
+    """A staging copy that fetched the partitions in ``mine``: the whole fetchlist, its own parts and _done markers."""
+    seg = staging / "segments" / name
+    for output in ("fetchlist", "fetcher", "content", "parse_text", "parse_data"):
+        (seg / output).mkdir(parents=True)
+    for p in range(partitions):
+        (seg / "fetchlist" / f"part-{p:05d}.parquet").write_bytes(os.urandom(65536))
+    (seg / "fetchlist" / "_SUCCESS").write_bytes(b"")
+    for p in mine:
+        for output in ("fetcher", "content", "parse_text", "parse_data"):
+            for c in range(commits):
+                (seg / output / f"part-{p:05d}-{c:05d}.parquet").write_bytes(os.urandom(65536))
+        (seg / "fetcher" / f"_done-{p:05d}").write_bytes(b"")
+
+
+def _segments(work: Path, bucket: Bucket, partitions: int, commits: int) -> None:
+    name = "20261130T000000000Z"
+    half = partitions // 2
+    _segment_copy(work / "seg-a", name, partitions, range(half), commits)
+    _segment_copy(work / "seg-b", name, partitions, range(half, partitions), commits)
+    objects = partitions + 1 + partitions * (4 * commits + 1) + 4
+    a, b = SegmentSync(bucket, work / "seg-a"), SegmentSync(bucket, work / "seg-b")
+    _timed("publish partitions 0..N/2 (copy A; not complete yet)", a.publish, partitions=partitions)
+    _timed("publish partitions N/2..N (copy B; completes the segment)", b.publish, objects=objects)
+    _timed("completion check alone (one listing)", lambda: a._finish_partitioned_fetch(work / "seg-a" / "segments" / name))
+    _timed("remote prune of the segment (markers first)", lambda: a.delete([name]), objects=objects)
+
+
 async def _crawl(args: list[str], seeds: Path) -> float:
     t0 = time.monotonic()
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "crawler", "crawl", "--seeds", str(seeds),
@@ -109,6 +143,8 @@ def main() -> None:
     parser.add_argument("--urls", type=int, default=2_000_000)
     parser.add_argument("--parts", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--commits", type=int, default=8)
     opts = parser.parse_args()
     os.environ.update(CREDENTIALS)
     proc, endpoint = _moto()
@@ -125,6 +161,7 @@ def main() -> None:
         row = _timed("pull into empty staging", lambda: StoreSync(bucket, work / "b", "webdb").pull(False), mb=mb)
         print(json.dumps({"pull_mb_per_s": round(mb / row["seconds"], 1)}))
         _timed("pull into warm staging", lambda: StoreSync(bucket, work / "b", "webdb").pull(False))
+        _segments(work, bucket, opts.partitions, opts.commits)
         structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
         asyncio.run(_crawls(work, endpoint, "bench", opts.rounds))
         print(json.dumps({"load_average": os.getloadavg()}), flush=True)

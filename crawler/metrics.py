@@ -58,8 +58,8 @@ class Metrics:
                                        buckets=CYCLE_BUCKETS, registry=r)
         self.phase_seconds = Histogram("crawler_phase_duration_seconds", "Duration of one phase of a cycle",
                                        ["phase"], buckets=CYCLE_BUCKETS, registry=r)
-        self.segments_fetching = Gauge("crawler_segments_fetching", "Segments being fetched at once (2 during "
-                                       "an overlap)", registry=r)
+        self.segments_fetching = Gauge("crawler_segments_fetching", "Segments being fetched at once (more than 1 "
+                                       "while the daemon overlaps segments)", registry=r)
         self.config_reloads = Counter("crawler_config_reloads_total", "SIGHUP reloads, by result (ok, invalid)",
                                       ["result"], registry=r)
         self._progress: dict[str, FetchProgress] = {}
@@ -75,7 +75,8 @@ class Metrics:
         self.fetch_seconds.observe(event.elapsed)
 
     def progress(self, event: FetchProgress) -> None:
-        # Two fetches run at once during an overlap: the gauges show their sum.
+        # The daemon fetches any number of segments at once: the gauges show the sum over the running ones
+        # (a host in two of them counts twice in active_hosts).
         self._progress[event.segment] = event
         self._set_gauges()
 

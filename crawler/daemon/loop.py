@@ -13,8 +13,11 @@ the hosts the running fetches still hold cannot keep every worker busy
 and starts it. Each segment is merged as soon as its own fetch completes,
 whatever older fetches still run: generate already leaves out the URLs of every
 unmerged segment, so the order of merges does not matter, and waiting for a slow
-older segment would bring the tail back. Every fetch shares one
-``SharedPoliteness``, so concurrency and per-host delays hold for the process.
+older segment would bring the tail back. Every fetch shares one ``FetchShared``
+(daemon/shared.py): one politeness state, so concurrency and per-host delays
+hold for the process; one robots.txt cache; and the URLs each running segment
+holds (its fetchlist, the redirect targets it took), so a redirect target one
+segment fetched is neither generated into nor fetched by another.
 """
 
 from __future__ import annotations
@@ -37,10 +40,11 @@ from crawler.daemon.overlap import HostTracker, hosts_left, in_tail, part_hosts
 from crawler.daemon.reload import Reload
 from crawler.daemon.retention import prune_segments
 from crawler.daemon.seeds import STATE_FILE, SeedWatcher
+from crawler.daemon.shared import FetchShared, fetchlist_hashes
 from crawler.daemon.status import DaemonStatus
 from crawler.errors import CrawlerError, SegmentError
 from crawler.fetcher.events import FetchDone, FetchProgress
-from crawler.fetcher.politeness import SharedPoliteness
+from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.service import Fetcher
 from crawler.fsutil import TEMP_PREFIX, remove_temp_files, remove_tree
 from crawler.jobs.generate import generate
@@ -48,6 +52,7 @@ from crawler.jobs.readdb import db_stats
 from crawler.jobs.updatedb import updatedb
 from crawler.metrics import Metrics
 from crawler.segments.layout import Segment, list_segments
+from crawler.storage.retention import prune_remote_segments
 from crawler.storage.session import publish_round
 from crawler.webdb.store import VersionedStore
 
@@ -109,7 +114,8 @@ class CrawlLoop:
         self.finished: deque[RunningFetch] = deque()  # fetches that ended, in the order they ended
         self.cycles = 0  # segments merged
         self.numbered = 0  # segments started (or taken up to merge)
-        self.politeness = SharedPoliteness(config().fetcher)
+        self.shared = FetchShared(config(), log)
+        self.parse_pool: ParsePool | None = None
         self.seeds = SeedWatcher(config().crawl_path / STATE_FILE)
         self._changed = asyncio.Event()  # a fetch ended or a host was freed: time to look again
         self._fresh = True  # something may have become due since generate last found nothing
@@ -127,6 +133,11 @@ class CrawlLoop:
         for name in OPTIONAL_JOBS:
             if optional_job(name) is None:
                 self.log.info("daemon.job_unavailable", job=name, reason="not built yet; the cycle skips it")
+        if cfg.fetcher.parse and cfg.fetcher.parse_processes > 0:
+            # One pool for the daemon's life, shared by its concurrent fetches (crawl keeps one across rounds):
+            # starting the processes costs about 0.5 s. Read at start; a SIGHUP does not resize it.
+            self.parse_pool = ParsePool(cfg, cfg.fetcher.parse_processes)
+            self.log.info("daemon.parse_pool", processes=cfg.fetcher.parse_processes)
         try:
             while not self.stop.is_set():
                 cfg = self.config()
@@ -142,6 +153,9 @@ class CrawlLoop:
                     await self._wait_change(cfg.daemon.idle_sleep)
         finally:
             await self._drain()
+            await self.shared.aclose()
+            if self.parse_pool is not None:
+                await asyncio.to_thread(self.parse_pool.close)
 
     def recover(self) -> None:
         """Undo what a killed run left: temp files, half-generated segments; say what will be resumed."""
@@ -195,6 +209,8 @@ class CrawlLoop:
             self.log.info("daemon.resume", segment=segment.name, state=segment.state)
             resumed = True
             if segment.is_done("fetcher"):
+                self.shared.segment_starts(segment, await asyncio.to_thread(fetchlist_hashes, segment),
+                                           fetching=False)
                 fetch = RunningFetch(segment, None, None, None, time.monotonic(), self._number())
                 self.unmerged[segment.name] = fetch
                 self.finished.append(fetch)
@@ -218,7 +234,9 @@ class CrawlLoop:
             return "idle"
         busy: set[str] = set().union(*(t.busy_hosts() for t in trackers))
         t0 = time.monotonic()
-        report = await self._phase("generate", phases, partial(generate, cfg, self.log, exclude_hosts=busy or None))
+        # Redirect targets the running segments took are fetched there: not again in this one.
+        report = await self._phase("generate", phases, partial(generate, cfg, self.log, exclude_hosts=busy or None,
+                                                                exclude_urls=self.shared.held.hop_targets() or None))
         self._generate_after = time.monotonic() + phases["generate"]
         if report.segment is None:
             if self.unmerged:  # fetching, or fetched (maybe during this generate) and about to be merged
@@ -239,13 +257,15 @@ class CrawlLoop:
 
     async def _start_fetch(self, segment: Segment, remaining: Counter[str], *,
                            selected: int | None = None) -> RunningFetch:
+        self.shared.segment_starts(segment, await asyncio.to_thread(fetchlist_hashes, segment))
         cfg = self.config()  # read again: a SIGHUP during generate applies to this fetch
         tracker = HostTracker(remaining, cfg.fetcher, on_change=self._host_freed)
         observer = Observers(self.metrics, self.status, tracker)
         number = self._number()
         with bound_contextvars(cycle=number, segment=segment.name, phase="fetch"):
             # Held so that SIGHUP can change its limits while it runs.
-            fetcher = Fetcher(cfg, segment, self.log, stop=self.stop, observer=observer, politeness=self.politeness)
+            fetcher = Fetcher(cfg, segment, self.log, stop=self.stop, observer=observer, parse_pool=self.parse_pool,
+                              **self.shared.fetcher_kwargs())
             task = asyncio.create_task(fetcher.run())
         fetch = RunningFetch(segment, task, fetcher, tracker, time.monotonic(), number, selected)
         self.running[segment.name] = self.unmerged[segment.name] = fetch
@@ -268,6 +288,7 @@ class CrawlLoop:
         name = fetch.segment.name
         fetch.ended = time.monotonic()
         self.running.pop(name, None)
+        self.shared.segment_ended(fetch.segment)
         self.status.fetch_ended(name)
         self.metrics.fetch_ended(name)
         self.metrics.segments_fetching.set(len(self.running))
@@ -303,6 +324,7 @@ class CrawlLoop:
             else:
                 self.cycles += 1
                 self._fresh = True
+                self.shared.segment_merged(segment)
                 self._done(number, fetch, phases, report, figures)
                 return True
         self.metrics.cycle_finished("failed", None, phases)
@@ -325,6 +347,7 @@ class CrawlLoop:
         await self._phase("prune", phases, prune_segments, segments_dir(cfg), version.merged_segments,
                           cfg.daemon.keep_segments, cfg.daemon.archive_dir, self.log)
         await self._phase("publish", phases, publish_round, cfg)  # a remote crawl_dir gets each cycle as it completes
+        await self._phase("prune", phases, prune_remote_segments, cfg, version.merged_segments, self.log)
         return {"new_urls": update.new_urls, "version": update.version, "db_urls": stats["urls"],
                 "merged_fetched": update.fetched}
 
@@ -364,7 +387,7 @@ class CrawlLoop:
 
     def reconfigure(self, reload: Reload) -> bool:
         """Hand new fetcher limits to the shared politeness and the running fetches; False when none runs."""
-        self.politeness.reconfigure(reload.config.fetcher)
+        self.shared.politeness.reconfigure(reload.config.fetcher)
         applied = False
         for running in list(self.running.values()):
             if running.tracker is not None:

@@ -12,15 +12,24 @@ already fetched in this segment, fetched in an earlier round and not due yet
 (``known.py``: the webdb's pages of this fetch's hosts), or past ``http.max_redirects``;
 updatedb still learns the target and it is crawled in a later round. A
 fetchlist entry that a hop already fetched is not fetched again.
+
+The daemon fetches several segments at once, and gives them one ``HeldUrls``:
+a hop is not followed to a URL another running segment lists or took as a hop,
+and a fetchlist entry another segment already took as a hop is not fetched
+again (logged, no row: the row is in that segment, and a retry row here would
+overwrite its result when merged later). The daemon also leaves the held hop
+targets out of the segments it generates meanwhile, so such an entry is rare.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import Any
 
 from crawler.config import CrawlerConfig
-from crawler.fetcher.known import KnownFetched
+from crawler.fetcher.known import KnownFetched, url_hash
 from crawler.urls.normalize import host_of, normalize
 
 try:  # URL filters land with the URL work; until then every normalized target passes.
@@ -29,10 +38,55 @@ except ImportError:  # pragma: no cover - only before crawler/urls/filters.py ex
     UrlFilters = None  # type: ignore[assignment,misc]
 
 _REMEMBERED = 200_000  # URLs taken per fetch, so a thousand pages redirecting to /login fetch it once
+_HELD_HOPS = 200_000  # hop targets held for the whole process (about 20 MB); past it the oldest may be fetched twice
+
+
+def listed_hashes(urls: Iterable[str]) -> KnownFetched:
+    """A segment's fetchlist URLs as sorted 64-bit hashes: 8 bytes a URL, however long the URLs."""
+    return KnownFetched(array("Q", sorted(url_hash(u) for u in urls)))
+
+
+class HeldUrls:
+    """What the running fetches of one process hold, until the daemon releases their segment: fetchlists, hops."""
+
+    def __init__(self, max_hops: int = _HELD_HOPS) -> None:
+        self.max_hops = max_hops
+        self._listed: dict[str, KnownFetched] = {}
+        self._hops: OrderedDict[str, str] = OrderedDict()  # URL -> the segment that took it as a hop
+
+    def list_segment(self, segment: str, listed: KnownFetched) -> None:
+        self._listed[segment] = listed
+
+    def take_hop(self, url: str, segment: str) -> None:
+        self._hops[url] = segment
+        self._hops.move_to_end(url)
+        while len(self._hops) > self.max_hops:
+            self._hops.popitem(last=False)
+
+    def hop_holder(self, url: str, segment: str) -> str | None:
+        """Another segment that took ``url`` as a redirect hop."""
+        holder = self._hops.get(url)
+        return holder if holder is not None and holder != segment else None
+
+    def holder(self, url: str, segment: str) -> str | None:
+        """Another segment that took ``url`` as a hop or lists it in its fetchlist."""
+        holder = self.hop_holder(url, segment)
+        if holder is not None:
+            return holder
+        return next((name for name, listed in self._listed.items() if name != segment and url in listed), None)
+
+    def hop_targets(self) -> list[str]:
+        return list(self._hops)
+
+    def forget(self, segment: str) -> None:
+        """``segment`` is merged: the webdb knows its URLs now."""
+        self._listed.pop(segment, None)
+        for url in [u for u, holder in self._hops.items() if holder == segment]:
+            del self._hops[url]
 
 
 class RedirectPolicy:
-    def __init__(self, cfg: CrawlerConfig) -> None:
+    def __init__(self, cfg: CrawlerConfig, held: HeldUrls | None = None, segment: str = "") -> None:
         self.max_redirects = cfg.http.max_redirects
         urls_cfg = getattr(cfg, "urls", None)
         self.filters = (UrlFilters(urls_cfg, ignore_external=cfg.db.ignore_external_links)
@@ -40,6 +94,8 @@ class RedirectPolicy:
         # URL -> taken as a redirect hop? (bounded: past it, a rare URL may be fetched twice; updatedb keeps the latest)
         self._taken: OrderedDict[str, bool] = OrderedDict()
         self.known = KnownFetched()  # the fetcher loads the webdb's not-due URLs at start
+        self.held = held  # shared by the daemon's concurrent fetches; None for a fetch on its own
+        self.segment = segment
 
     def _remember(self, url: str, as_hop: bool) -> None:
         self._taken[url] = as_hop
@@ -54,6 +110,12 @@ class RedirectPolicy:
             return False
         self._remember(entry["url"], False)
         return True
+
+    def held_elsewhere(self, entry: dict[str, Any]) -> str | None:
+        """The running segment that already took this fetchlist entry as a redirect hop, if any."""
+        if self.held is None or entry.get("redirect_hop"):
+            return None
+        return self.held.hop_holder(entry["url"], self.segment)
 
     def target(self, location: str | None, base: str) -> str:
         """The normalized absolute target; raises crawler.urls.normalize.InvalidUrl."""
@@ -75,7 +137,12 @@ class RedirectPolicy:
             return None, "redirect target already fetched in this segment"
         if target in self.known:
             return None, "redirect target fetched in an earlier round and not due"
+        holder = self.held.holder(target, self.segment) if self.held is not None else None
+        if holder is not None:
+            return None, f"redirect target in segment {holder}, which this daemon is fetching"
         self._remember(target, True)
+        if self.held is not None:
+            self.held.take_hop(target, self.segment)
         return {
             **entry,
             "url": target,

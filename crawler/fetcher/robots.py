@@ -9,6 +9,12 @@ redirects are followed, across hosts too; each hop goes through the URL filters
 most ``robots.cache_ttl``, and each origin's outcome is logged once
 (``robots.outcome``, with its reason). ``Sitemap:`` lines are kept so the
 fetcher can hand them on as outlinks.
+
+A fetch on its own has its own cache. The daemon gives all its concurrent
+fetches one cache, so a host's robots.txt is requested once per TTL, not once
+per segment; that cache fetches through the daemon's own protocols (a fetch
+that ends closes its own), and forgets "unavailable" outcomes whenever a new
+segment starts, as a fresh cache per segment did: such a host is asked again.
 """
 
 from __future__ import annotations
@@ -97,7 +103,22 @@ class RobotsCache:
         else:
             future = cached[1]
             self._cache.move_to_end(origin)
-        return await asyncio.shield(future)
+        try:
+            return await asyncio.shield(future)
+        except Exception:
+            # A bug or a closed session, not an answer: the next caller asks again instead of failing for ttl.
+            if self._cache.get(origin, (0.0, None))[1] is future:
+                del self._cache[origin]
+            raise
+
+    def forget_unavailable(self) -> int:
+        """Drop the settled "disallow all for now" outcomes (429, 5xx, unreachable); returns how many."""
+        stale = [origin for origin, (_, future) in self._cache.items()
+                 if future.done() and not future.cancelled() and future.exception() is None
+                 and future.result().unavailable]
+        for origin in stale:
+            del self._cache[origin]
+        return len(stale)
 
     async def _fetch_logged(self, origin: str) -> RobotsRules:
         rules = await self._fetch(origin)

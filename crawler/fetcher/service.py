@@ -36,7 +36,7 @@ from crawler.fetcher.politeness import SharedPoliteness
 from crawler.fetcher.progress import Counters, ProgressReporter, use_progress_bar
 from crawler.fetcher.queuekey import queue_key_for
 from crawler.fetcher.records import fetch_row
-from crawler.fetcher.redirects import RedirectPolicy
+from crawler.fetcher.redirects import HeldUrls, RedirectPolicy
 from crawler.fetcher.resume import OUTPUTS, clear_leftovers, committed_urls
 from crawler.fetcher.robots import RobotsCache, RobotsRules
 from crawler.fsutil import atomic_write_text
@@ -92,7 +92,8 @@ def retry_after_seconds(value: str | None, now: datetime | None = None) -> float
 class Fetcher:
     def __init__(self, cfg: CrawlerConfig, segment: Segment, log: Any, *,
                  stop: asyncio.Event | None = None, observer: FetchObserver | None = None,
-                 parse_pool: ParsePool | None = None, politeness: SharedPoliteness | None = None) -> None:
+                 parse_pool: ParsePool | None = None, politeness: SharedPoliteness | None = None,
+                 robots: RobotsCache | None = None, held: HeldUrls | None = None) -> None:
         self.cfg = cfg
         self.fetcher_cfg = cfg.fetcher
         self.stop = stop or asyncio.Event()
@@ -100,11 +101,12 @@ class Fetcher:
         self.segment = segment
         self.log = log.bind(segment=segment.name)
         self.protocols: dict[str, Protocol] = {}
-        self.redirects = RedirectPolicy(cfg)
+        self.redirects = RedirectPolicy(cfg, held, segment.name)  # held, robots: shared by the daemon's fetches
         filters = self.redirects.filters
         # robots.txt may redirect across hosts (RFC 9309), so db.ignore_external_links does not apply to it.
-        self.robots = RobotsCache(self.protocol_for, self.log, agent=cfg.http.agent_name, ttl=cfg.robots.cache_ttl,
-                                  url_filter=filters.check if filters is not None else None)
+        self.robots = robots if robots is not None else RobotsCache(
+            self.protocol_for, self.log, agent=cfg.http.agent_name, ttl=cfg.robots.cache_ttl,
+            url_filter=filters.check if filters is not None else None)
         self.parse_pool = parse_pool if cfg.fetcher.parse else None
         self.parsers = ParserDispatch(cfg) if cfg.fetcher.parse and parse_pool is None else None
         self.queue_key = queue_key_for(cfg)
@@ -290,6 +292,12 @@ class Fetcher:
         url = entry["url"]
         if self.expired:
             self._drop(entry, "time_limit")
+            return
+        holder = self.redirects.held_elsewhere(entry)
+        if holder is not None:
+            # Fetched as a hop by another segment of this daemon; its row there decides the page at updatedb.
+            self.report.skipped += 1
+            self.log.info("fetch.held_elsewhere", url=url, held_by=holder)
             return
         if not self.redirects.take(entry):
             self.report.skipped += 1  # its row was written when a redirect reached it

@@ -75,15 +75,16 @@ def pending_fetchlists(segments_dir: Path, merged: list[str]) -> list[Path]:
 
 
 def generate(cfg: CrawlerConfig, log: Any, now: datetime | None = None, *,
-             exclude_hosts: set[str] | None = None) -> GenerateReport:
-    """``exclude_hosts``: hosts left out, e.g. those a running fetch still holds (the daemon's overlap)."""
+             exclude_hosts: set[str] | None = None, exclude_urls: list[str] | None = None) -> GenerateReport:
+    """``exclude_hosts``: hosts left out, e.g. those a running fetch still holds (the daemon's overlap);
+    ``exclude_urls``: URLs left out, e.g. redirect targets a running fetch took (not in any fetchlist)."""
     store = VersionedStore(cfg.crawl_path / "webdb")
     version = store.require_current()
     segments_dir = cfg.crawl_path / "segments"
     con = open_engine(cfg)
     try:
         with JobProgress("generate", 3, log) as progress:
-            selected = _select(con, cfg, version, segments_dir, now, progress, exclude_hosts)
+            selected = _select(con, cfg, version, segments_dir, now, progress, exclude_hosts, exclude_urls)
             if not selected:
                 log.info("generate.empty", version=version.number)
                 return GenerateReport(None, 0, 0)
@@ -105,6 +106,7 @@ def _select(
     now: datetime | None,
     progress: JobProgress,
     exclude_hosts: set[str] | None = None,
+    exclude_urls: list[str] | None = None,
 ) -> int:
     """Table ``selected``: the fetchlist entries with partition and ordering columns; returns their count."""
     gen = cfg.generate
@@ -121,6 +123,9 @@ def _select(
     if exclude_hosts:
         con.register("excluded_hosts", pa.table({"host": sorted(exclude_hosts)}, schema=pa.schema([PAGES.field("host")])))
         excluded = "AND p.host NOT IN (SELECT host FROM excluded_hosts)"
+    if exclude_urls:
+        con.register("excluded_urls", pa.table({"url": exclude_urls}, schema=pa.schema([PAGES.field("url")])))
+        excluded += " AND p.url NOT IN (SELECT url FROM excluded_urls)"
     progress.step("select due pages")
     con.create_table(
         "selected",

@@ -6,6 +6,18 @@ A segment's parts are written once (or an output is rewritten wholesale by
 marker means a reader listing the bucket never sees a marker whose parts are
 missing. A manifest per segment in the staging copy (size and mtime of what was
 pulled or published) keeps each publish to the files that changed.
+
+Several machines may fetch one segment's partitions (``fetch --partition I``),
+each in its own staging copy, so none of their fetchers sees every
+``_done-NNNNN`` and none writes ``_SUCCESS``. After publishing its marker each
+one reads the bucket's listing; whichever sees a marker for every fetchlist
+partition writes the outputs' ``_SUCCESS`` there. Of two machines finishing
+together at least the later one's listing holds both markers (a listing after
+a PUT sees it), and both writing ``_SUCCESS`` is harmless (``If-None-Match``).
+
+Deleting a segment from the bucket goes the other way: ``_SUCCESS`` first, then
+the other markers, then the parts, so no reader finds a marker whose parts are
+going.
 """
 
 from __future__ import annotations
@@ -13,13 +25,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from crawler.fsutil import TEMP_PREFIX
+from crawler.fetcher.resume import OUTPUTS as FETCH_OUTPUTS
+from crawler.fsutil import TEMP_PREFIX, remove_tree, temp_path_for
 from crawler.segments.layout import SUCCESS
 from crawler.storage.bucket import Bucket
 from crawler.storage.stores import STATE_DIR, read_state, write_state
 
 SEGMENT_NAME = re.compile(r"^\d{8}T\d{9}Z$")
 _MARKER = "_"  # _SUCCESS, _done-NNNNN: the files that vouch for others
+_FETCHLIST_PART = re.compile(r"^fetchlist/part-(\d+)\.parquet$")
+_DONE = re.compile(r"^fetcher/_done-(\d+)$")
 
 
 def is_segment_name(name: str) -> bool:
@@ -77,7 +92,57 @@ class SegmentSync:
         for local in sorted(p for p in self.dir.iterdir() if p.is_dir() and is_segment_name(p.name)):
             if self._publish_one(local):
                 touched.append(local.name)
+            # Also untouched: the machine that published the last marker may have died before it could look.
+            self._finish_partitioned_fetch(local)
         return touched
+
+    def _finish_partitioned_fetch(self, local: Path) -> bool:
+        """Write the fetch outputs' remote ``_SUCCESS`` once every partition's ``_done`` marker is in the bucket."""
+        fetcher = local / "fetcher"
+        if (fetcher / SUCCESS).exists() or not any(fetcher.glob("_done-*")):
+            return False  # a whole fetch marked itself; a fetch that finished no partition has nothing to add
+        remote = self.bucket.list(self.key(local.name))
+        partitions = {m.group(1) for rel in remote if (m := _FETCHLIST_PART.match(rel))}
+        done = {m.group(1) for rel in remote if (m := _DONE.match(rel))}
+        if f"fetcher/{SUCCESS}" in remote or not partitions or not partitions <= done:
+            return False
+        for output in sorted(FETCH_OUTPUTS, key=lambda o: o == "fetcher"):  # fetcher/_SUCCESS, the one read, last
+            self.bucket.put_if_absent(self.key(local.name, output, SUCCESS), b"")
+        return True
+
+    def delete(self, names: list[str]) -> None:
+        """Remove segments from the crawl: staging copy, then the bucket's ``_SUCCESS``, other markers, parts."""
+        for name in names:
+            self._remove_staging(name)  # else the next publish would upload it all again
+            objects = sorted(self.bucket.list(self.key(name)))
+            base = {rel: rel.rsplit("/", 1)[-1] for rel in objects}
+            success = [rel for rel in objects if base[rel] == SUCCESS]
+            markers = [rel for rel in objects if base[rel].startswith(_MARKER) and rel not in success]
+            parts = [rel for rel in objects if not base[rel].startswith(_MARKER)]
+            for batch in (success, markers, parts):
+                self.bucket.delete(self.key(name, rel) for rel in batch)
+
+    def unpublished(self, name: str) -> bool:
+        """Whether the staging copy of a segment holds a file not in the bucket as it is (by its manifest)."""
+        local = self.dir / name
+        manifest = read_state(self._manifest_path(name))
+        return any(manifest.get(rel) != _stamp(local / rel)
+                   for rel in (*self._files(local, marker=False), *self._files(local, marker=True)))
+
+    def evict(self, names: list[str]) -> list[str]:
+        """Remove segments from the staging copy that hold nothing unpublished; those removed."""
+        removed = [n for n in names if (self.dir / n).is_dir() and not self.unpublished(n)]
+        for name in removed:
+            self._remove_staging(name)
+        return removed
+
+    def _remove_staging(self, name: str) -> None:
+        # Renamed out of the way first: a half-removed copy must never be published (it would retract parts).
+        if (self.dir / name).exists():
+            gone = temp_path_for(self.dir / name)
+            (self.dir / name).rename(gone)
+            remove_tree(gone)
+        self._manifest_path(name).unlink(missing_ok=True)
 
     def _publish_one(self, local: Path) -> bool:
         name = local.name

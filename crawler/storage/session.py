@@ -7,7 +7,9 @@ runs it, and publishes what it wrote: segment parts before their markers,
 then the linkdb and the webdb (whose ``merged_segments`` name segments that
 must already be there), each version complete before its ``CURRENT`` moves.
 ``publish_round`` does the same publish between two rounds of ``crawl`` and
-daemon cycles, so a crash loses at most the round in progress.
+daemon cycles, so a crash loses at most the round in progress. A writer ends by
+evicting from staging the segments both stores have merged, so the staging copy
+holds what is still in play, not the crawl's history.
 """
 
 from __future__ import annotations
@@ -112,6 +114,8 @@ class Session:
             self.pull(args)
             yield
             self.publish()
+            if self.leases:  # only a writer has the staging copy to itself, so only it may empty it
+                self.evict()
 
     def pull(self, args: argparse.Namespace) -> None:
         t0 = time.monotonic()
@@ -141,6 +145,17 @@ class Session:
         if segments or files or any(versions.values()):  # a reader publishes nothing: no line for it
             self.log.info("storage.published", crawl_dir=self.bucket.remote.url, versions=versions,
                           segments=segments, files=files, seconds=round(time.monotonic() - t0, 3))
+
+    def evict(self) -> None:
+        """Drop from staging the segments both stores have merged: nothing pulls them again unless it names them."""
+        from crawler.webdb.store import VersionedStore
+
+        webdb, linkdb = (VersionedStore(self.crawl_path / n).current() for n in ("webdb", "linkdb"))
+        if webdb is None or linkdb is None:
+            return
+        removed = self.segments.evict(sorted(set(webdb.merged_segments) & set(linkdb.merged_segments)))
+        if removed:
+            self.log.info("storage.evicted", crawl_dir=self.bucket.remote.url, segments=removed)
 
 
 @contextmanager

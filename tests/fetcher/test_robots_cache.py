@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
 import structlog
+from aiohttp import web
 
 from crawler.config import load_config
 from crawler.fetcher.robots import RobotsCache
@@ -46,6 +48,42 @@ class TestRobotsCache:
         finally:
             await protocol.aclose()
         assert site.paths() == ["/robots.txt", "/robots.txt"]
+
+    async def test_forget_unavailable_asks_again_only_hosts_that_could_not_answer(self, servers):
+        """After forget_unavailable a host whose robots.txt answered 503 is asked again; one that answered is not."""
+        async def unavailable(request):
+            return web.Response(status=503)
+
+        down = await servers("127.0.0.1", {"/robots.txt": unavailable})
+        up = await servers("127.0.0.2", {"/robots.txt": robots("User-agent: *\nDisallow:\n")})
+        protocol = HttpProtocol(load_config(None, ["http.allow_private_networks=true"]))
+        cache = RobotsCache(lambda _url: protocol, structlog.get_logger(), ttl=3600)
+        try:
+            assert (await cache.rules_for(down.url("/x"))).unavailable
+            assert not (await cache.rules_for(up.url("/x"))).unavailable
+            assert cache.forget_unavailable() == 1
+            await cache.rules_for(down.url("/y"))
+            await cache.rules_for(up.url("/y"))
+        finally:
+            await protocol.aclose()
+        assert down.paths() == ["/robots.txt", "/robots.txt"] and up.paths() == ["/robots.txt"]
+
+    async def test_a_closed_session_is_not_cached_as_the_hosts_answer(self, servers):
+        """A robots.txt fetch that raises (its protocol closed) is not cached: the next caller fetches it again."""
+        site = await servers("127.0.0.1", {"/robots.txt": robots("User-agent: *\nDisallow: /no\n")})
+        cfg = load_config(None, ["http.allow_private_networks=true"])
+        closed, working = HttpProtocol(cfg), HttpProtocol(cfg)
+        await closed.aclose()
+        protocols = [closed, working]
+        cache = RobotsCache(lambda _url: protocols[0], structlog.get_logger(), ttl=3600)
+        try:
+            with pytest.raises(Exception):  # noqa: B017, PT011 - whatever the closed session raises
+                await cache.rules_for(site.url("/x"))
+            protocols.pop(0)
+            assert not (await cache.rules_for(site.url("/no"))).allowed(site.url("/no"), "*")
+        finally:
+            await working.aclose()
+        assert site.paths() == ["/robots.txt"]
 
 
 class TestRobotsRedirects:
