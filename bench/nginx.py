@@ -1,7 +1,8 @@
 """Start nginx (Debian's package) serving the generated web on loopback, for the benchmarks.
 
-One server block for every host: ``root`` is chosen by the Host header, so each
-127.0.1.N address is a distinct site. Pre-gzipped files are served as they are,
+One server block, listening on each host's own loopback address only (never on
+every interface): ``root`` is chosen by the Host header, so each 127.0.1.N
+address is a distinct site. Pre-gzipped files are served as they are,
 so the server spends no CPU compressing during a run.
 """
 
@@ -36,7 +37,7 @@ http {{
   uwsgi_temp_path {prefix}/uwsgi;
   scgi_temp_path {prefix}/scgi;
   server {{
-    listen {port} backlog=4096;
+{listens}
     root {webroot}/$host;
     location /moved/ {{ rewrite ^/moved/(.*)$ /p/$1 permanent; }}
   }}
@@ -63,7 +64,7 @@ class Nginx:
         binary = ensure_nginx()
         self.prefix.mkdir(parents=True, exist_ok=True)
         conf = self.prefix / "nginx.conf"
-        conf.write_text(CONFIG.format(prefix=self.prefix, port=self.port, webroot=self.webroot))
+        conf.write_text(CONFIG.format(prefix=self.prefix, webroot=self.webroot, listens=self._listens()))
         self.proc = subprocess.Popen([binary, "-c", str(conf), "-p", str(self.prefix)])
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -72,7 +73,14 @@ class Nginx:
                 return self
             except OSError:
                 time.sleep(0.1)
+        self.__exit__()  # a server that never answered must not outlive the bench
         raise RuntimeError(f"nginx did not start; see {self.prefix / 'error.log'}")
+
+    def _listens(self) -> str:
+        # One listen per host folder (each a 127.x address): a bench must not open a port beyond loopback.
+        hosts = sorted(d.name for d in self.webroot.iterdir() if d.is_dir() and d.name.startswith("127."))
+        backlog = " backlog=4096"  # nginx takes socket options once per address:port
+        return "\n".join(f"    listen {host}:{self.port}{backlog};" for host in hosts or ["127.0.0.1"])
 
     def __exit__(self, *exc: object) -> None:
         if self.proc is not None:
