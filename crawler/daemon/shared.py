@@ -30,29 +30,9 @@ from crawler.fetcher.known import KnownFetched
 from crawler.fetcher.politeness import SharedPoliteness
 from crawler.fetcher.redirects import HeldUrls, listed_hashes
 from crawler.fetcher.robots import RobotsCache
-from crawler.protocols.base import PROTOCOLS, Protocol
+from crawler.protocols.pool import ProtocolPool
 from crawler.segments.layout import Segment
 from crawler.urls.filters import UrlFilters
-
-
-class ProtocolPool:
-    """One protocol instance per plugin class (http and https share one), closed with the daemon."""
-
-    def __init__(self, cfg: CrawlerConfig) -> None:
-        self.cfg = cfg
-        self._by_factory: dict[Any, Protocol] = {}
-
-    def protocol_for(self, url: str) -> Protocol:
-        factory = PROTOCOLS.load(url.split(":", 1)[0].lower())
-        protocol = self._by_factory.get(factory)
-        if protocol is None:
-            protocol = self._by_factory[factory] = factory(self.cfg)
-        return protocol
-
-    async def aclose(self) -> None:
-        for protocol in self._by_factory.values():
-            await protocol.aclose()
-        self._by_factory.clear()
 
 
 def fetchlist_urls(segment: Segment) -> Iterator[str]:

@@ -42,7 +42,8 @@ from crawler.fetcher.robots import RobotsCache, RobotsRules
 from crawler.fsutil import atomic_write_text
 from crawler.models import FetchStatus
 from crawler.parsers.dispatch import ParserDispatch
-from crawler.protocols.base import PROTOCOLS, Protocol, Response
+from crawler.protocols.base import Response
+from crawler.protocols.pool import ProtocolPool
 from crawler.segments.layout import Segment
 from crawler.segments.writer import PartitionWriter
 from crawler.urls.normalize import InvalidUrl
@@ -100,7 +101,8 @@ class Fetcher:
         self.observer = observer or NullObserver()
         self.segment = segment
         self.log = log.bind(segment=segment.name)
-        self.protocols: dict[str, Protocol] = {}
+        self.protocols = ProtocolPool(cfg)
+        self.protocol_for = self.protocols.protocol_for
         self.redirects = RedirectPolicy(cfg, held, segment.name)  # held, robots: shared by the daemon's fetches
         filters = self.redirects.filters
         # robots.txt may redirect across hosts (RFC 9309), so db.ignore_external_links does not apply to it.
@@ -121,21 +123,6 @@ class Fetcher:
         self._committed: dict[int, set[str]] = {}
         self._workers: list[asyncio.Task[None]] = []
         self._task_group: asyncio.TaskGroup | None = None
-
-    def protocol_for(self, url: str) -> Protocol:
-        scheme = url.split(":", 1)[0].lower()
-        protocol = self.protocols.get(scheme)
-        if protocol is None:
-            factory = PROTOCOLS.load(scheme)
-            # One instance per plugin class, so http and https share a connection pool.
-            for existing_scheme, existing in self.protocols.items():
-                if PROTOCOLS.load(existing_scheme) is factory:
-                    protocol = existing
-                    break
-            else:
-                protocol = factory(self.cfg)
-            self.protocols[scheme] = protocol
-        return protocol
 
     def reconfigure(self, fetcher_cfg: FetcherConfig) -> None:
         """Apply concurrency, per-host concurrency and delays live (the daemon calls this on SIGHUP)."""
@@ -204,8 +191,7 @@ class Fetcher:
                     helper.cancel()
         finally:
             self._task_group = None
-            for protocol in set(self.protocols.values()):
-                await protocol.aclose()
+            await self.protocols.aclose()
             await self.queue_key.aclose()
         for writer in self.writers.values():
             await writer.commit()
