@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,11 +20,10 @@ from typing import Any
 from crawler.errors import StorageError, WebDbError
 from crawler.fsutil import TEMP_PREFIX, atomic_write_text, publish, remove_tree, temp_path_for
 from crawler.storage.bucket import Bucket
-from crawler.webdb.store import VersionedStore
+from crawler.webdb.store import VERSION_NAME, VersionedStore
 
 STATE_DIR = ".storage"  # below the staging crawl_dir: what was pulled, so a publish knows what is new
 KEEP_REMOTE_VERSIONS = 2  # the live one and the one before, which a reader may still be pulling
-_VERSION = re.compile(r"^v(\d{6,})$")
 
 
 def state_file(crawl_path: Path, name: str) -> Path:
@@ -56,13 +54,13 @@ class StoreSync:
         return self.bucket.remote.key(self.name, *parts)
 
     def _versions(self) -> list[tuple[int, str]]:
-        return sorted((int(m.group(1)), n) for n in self.bucket.children(self.key()) if (m := _VERSION.match(n)))
+        return sorted((int(m.group(1)), n) for n in self.bucket.children(self.key()) if (m := VERSION_NAME.match(n)))
 
     def pull(self, writer: bool) -> str | None:
         """Make the staging copy's CURRENT the remote one; the version name, or None when there is none yet."""
         blob = self.bucket.get(self.key("CURRENT"))
         name = blob.data.decode(errors="replace").strip() if blob else None
-        match = _VERSION.match(name) if name else None
+        match = VERSION_NAME.match(name) if name else None
         if blob is not None and match is None:
             raise WebDbError(f"{self.bucket.url(self.key('CURRENT'))}: names {name!r}, which is not a version")
         if writer:
@@ -104,7 +102,7 @@ class StoreSync:
         """Version folders newer than CURRENT were left by a writer that died while publishing (we hold the lease)."""
         for number, name in self._versions():
             if number > live:
-                self.bucket.delete(self.key(name, rel) for rel in self.bucket.list(self.key(name)))
+                self._delete_version(name)
 
     def publish(self, verify: Callable[[], None]) -> str | None:
         """Upload the staging copy's live version if it is new, then point CURRENT at it; its name, or None."""
@@ -129,11 +127,14 @@ class StoreSync:
             raise WebDbError(f"{self.bucket.url(pointer)}: changed since we pulled {state.get('version')}; "
                              f"{name} is uploaded but not live (run the job again on the new version)")
         write_state(self.state_path, {"version": name, "etag": etag})
-        self._prune(int(_VERSION.match(name).group(1)))  # type: ignore[union-attr]
+        self._prune(int(VERSION_NAME.match(name).group(1)))  # type: ignore[union-attr]
         return name
 
     def _prune(self, live: int) -> None:
         older = [(n, v) for n, v in self._versions() if n < live]
         for _, name in older[:-(KEEP_REMOTE_VERSIONS - 1)] if KEEP_REMOTE_VERSIONS > 1 else older:
             with contextlib.suppress(StorageError):  # an old version left behind costs space, not correctness
-                self.bucket.delete(self.key(name, rel) for rel in self.bucket.list(self.key(name)))
+                self._delete_version(name)
+
+    def _delete_version(self, name: str) -> None:
+        self.bucket.delete(self.key(name, rel) for rel in self.bucket.list(self.key(name)))

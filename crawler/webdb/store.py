@@ -30,7 +30,7 @@ from typing import Any
 from crawler.errors import WebDbError
 from crawler.fsutil import TEMP_PREFIX, atomic_write_text, publish, remove_temp_files, remove_tree
 
-_VERSION = re.compile(r"^v(\d{6,})$")
+VERSION_NAME = re.compile(r"^v(\d{6,})$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +84,7 @@ class VersionedStore:
             name = pointer.read_text(encoding="utf-8").strip()
         except FileNotFoundError:
             return None
-        match = _VERSION.match(name)
+        match = VERSION_NAME.match(name)
         path = self.root / name
         if not match or not path.is_dir():
             raise WebDbError(f"{pointer}: names {name!r}, which is not a version folder")
@@ -133,7 +133,7 @@ class VersionedStore:
     def prune(self, keep: int = 2) -> None:
         """Delete old versions beyond ``keep`` (never the live one)."""
         current = self.current()
-        versions = sorted(p for p in self.root.iterdir() if _VERSION.match(p.name))
+        versions = sorted(p for p in self.root.iterdir() if VERSION_NAME.match(p.name))
         for path in versions[:-keep] if keep else versions:
             if current is None or path != current.path:
                 remove_tree(path)
