@@ -158,6 +158,20 @@ def iter_dicts(cursor: duckdb.DuckDBPyConnection, batch: int = 10_000) -> Iterat
 # --- The engine a job runs its SQL on (jobs.engine): DuckDB here, Spark in spark_engine.py. ---
 
 
+def md5_prefix_sql(digest: str, digits: int, modulus: int | None = None) -> str:
+    """SQL for the first ``digits`` hex digits of an MD5 hex string, as an integer (optionally mod ``modulus``).
+
+    Horner's rule over the digits with functions every engine has (no unsigned 64-bit type, no
+    hex parsing); reducing mod ``modulus`` at each step keeps 16 digits from overflowing.
+    """
+    value = "0"
+    for k in range(1, digits + 1):
+        value = f"({value} * 16 + instr('0123456789abcdef', substr({digest}, {k}, 1)) - 1)"
+        if modulus is not None:
+            value = f"({value} % {int(modulus)})"
+    return f"CAST({value} AS INTEGER)"
+
+
 def sql_literal(value: Any) -> str:
     """A Python value as an SQL literal both engines read (the jobs inline their few parameters)."""
     if value is None:

@@ -36,7 +36,15 @@ from crawler.config import CrawlerConfig
 from crawler.errors import StorageError
 from crawler.fsutil import remove_tree
 from crawler.jobs.count_keys import count_keys
-from crawler.jobs.engine import DuckEngine, first_line, open_engine, sql_literal, typed_columns, utc_naive
+from crawler.jobs.engine import (
+    DuckEngine,
+    first_line,
+    md5_prefix_sql,
+    open_engine,
+    sql_literal,
+    typed_columns,
+    utc_naive,
+)
 from crawler.jobs.progress import JobProgress
 from crawler.models import FETCHLIST, PAGES, DbStatus
 from crawler.segments.layout import Segment, create_segment, list_segments, part_name
@@ -53,15 +61,9 @@ class GenerateReport:
 def partition_sql(host: str, partitions: int, host_hash: str | None = None) -> str:
     """SQL for a host's partition: first 8 bytes of MD5(host), unsigned big-endian, mod ``partitions``.
 
-    Horner's rule over the 16 hex digits, reducing mod ``partitions`` at each step: only
-    functions every engine has (no unsigned 64-bit type, no hex parsing), and no overflow.
     ``host_hash``: a column already holding ``md5(host)``.
     """
-    digest, value = host_hash or f"md5({host})", "0"
-    for k in range(1, 17):
-        digit = f"(instr('0123456789abcdef', substr({digest}, {k}, 1)) - 1)"
-        value = f"(({value}) * 16 + {digit}) % {int(partitions)}"
-    return f"CAST({value} AS INTEGER)"
+    return md5_prefix_sql(host_hash or f"md5({host})", 16, partitions)
 
 
 def pending_fetchlists(segments_dir: Path, merged: list[str]) -> list[Path]:

@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from crawler.config import CrawlerConfig
 from crawler.errors import SegmentError, StorageError
-from crawler.jobs.engine import DuckEngine, first_line, open_engine, typed_columns
+from crawler.jobs.engine import DuckEngine, first_line, md5_prefix_sql, open_engine, typed_columns
 from crawler.jobs.progress import JobProgress
 from crawler.jobs.updatedb import host_sql, parse_data_source, segment_source
 from crawler.models import FETCHER, PARSE_DATA, FetchStatus
@@ -82,14 +82,10 @@ def unlinked_segments(cfg: CrawlerConfig) -> list[Segment]:
 def hash_sql(url: str, digest: str | None = None) -> str:
     """SQL for a URL's hash, the first 16 bits of its MD5 (0 to 65535); its bucket is the hash mod the bucket count.
 
-    Only functions both engines have (as generate.partition_sql). The count is a power of
-    two, so bucket b of N buckets is exactly buckets b, b + N, ... of 2N. ``digest``: a
-    column already holding ``md5(url)``.
+    The count is a power of two, so bucket b of N buckets is exactly buckets b, b + N, ...
+    of 2N. ``digest``: a column already holding ``md5(url)``.
     """
-    value, digest = "0", digest or f"md5({url})"
-    for k in range(1, 5):
-        value = f"({value} * 16 + instr('0123456789abcdef', substr({digest}, {k}, 1)) - 1)"
-    return f"CAST({value} AS INTEGER)"
+    return md5_prefix_sql(digest or f"md5({url})", 4)
 
 
 def bucket_count(rows: int, bucket_rows: int) -> int:
