@@ -99,6 +99,7 @@ class Fetcher:
         self.fetcher_cfg = cfg.fetcher
         self.stop = stop or asyncio.Event()
         self.observer = observer or NullObserver()
+        self._observed = not isinstance(self.observer, NullObserver)  # no event object per page for nobody
         self.segment = segment
         self.log = log.bind(segment=segment.name)
         self.protocols = ProtocolPool(cfg)
@@ -263,13 +264,15 @@ class Fetcher:
                 return
             hq, entry = item
             self.counters.in_flight[worker] = (entry["url"], time.monotonic())
+            # Set and reset the one context variable (bound_contextvars copies the whole context twice).
+            tokens = structlog.contextvars.bind_contextvars(url=entry["url"])
             try:
-                with structlog.contextvars.bound_contextvars(url=entry["url"]):
-                    await self._process(hq, entry)
+                await self._process(hq, entry)
             except Exception as exc:  # noqa: BLE001 - one URL's bug must never stop the others
                 self.log.exception("fetch.bug", url=entry["url"], error=repr(exc))
                 self._record(entry, fetch_row(entry, FetchStatus.FAILED, reason=f"internal error: {exc!r}"))
             finally:
+                structlog.contextvars.reset_contextvars(**tokens)
                 self.counters.in_flight.pop(worker, None)
                 self.queues.release(hq)
             await self.writers[entry["partition"]].commit_if_due()
@@ -422,10 +425,11 @@ class Fetcher:
         nbytes = len(response.raw_body) if response is not None else 0
         self.report.bytes += nbytes
         self.counters.bytes += nbytes
-        self.observer.fetch_done(FetchDone(
-            url=row["url"], host=row["host"], status=row["status"], http_status=row["http_status"],
-            error_kind=error_kind, bytes=nbytes, elapsed=(row["elapsed_ms"] or 0) / 1000,
-        ))
+        if self._observed:
+            self.observer.fetch_done(FetchDone(
+                url=row["url"], host=row["host"], status=row["status"], http_status=row["http_status"],
+                error_kind=error_kind, bytes=nbytes, elapsed=(row["elapsed_ms"] or 0) / 1000,
+            ))
         self.log.debug("fetch.url", url=row["url"], host=row["host"], status=row["status"],
                        http_status=row["http_status"], bytes=nbytes, elapsed_ms=row["elapsed_ms"],
                        reason=row["reason"] or None)

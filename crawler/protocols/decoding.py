@@ -112,22 +112,25 @@ class Decoder:
 
     def __init__(self, encoding: str | None, limit: int) -> None:
         self.limit = limit
-        self.out = bytearray()
+        self.pieces: list[bytes] = []  # joined once in finish(): a single piece is returned without a copy
+        self.size = 0
         self.truncated = False
         self.codec = _codec(encoding)
 
     def _take(self, data: bytes) -> None:
-        room = self.limit - len(self.out)
+        room = self.limit - self.size
         if len(data) > room:
             data = data[:room]
             self.truncated = True
-        self.out += data
+        if data:
+            self.pieces.append(data)
+            self.size += len(data)
 
     def feed(self, chunk: bytes) -> None:
         if not self.truncated:
-            self._take(self.codec.decode(chunk, self.limit - len(self.out)))
+            self._take(self.codec.decode(chunk, self.limit - self.size))
 
     def finish(self) -> bytes:
         if not self.truncated:
-            self._take(self.codec.finish(self.limit - len(self.out)))
-        return bytes(self.out)
+            self._take(self.codec.finish(self.limit - self.size))
+        return b"".join(self.pieces)

@@ -1,0 +1,35 @@
+"""The fetch's garbage-collection settings are scoped to the fetch and lose no garbage."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+from crawler.fetcher.runner import _FETCH_GC_THRESHOLD, fetch_gc
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.other: _Node | None = None
+
+
+def _cycle() -> weakref.ref:
+    a, b = _Node(), _Node()
+    a.other, b.other = b, a
+    return weakref.ref(a)
+
+
+def test_settings_are_put_back_and_cycles_still_collected():
+    """During a fetch the heap is frozen and collections rarer; afterwards the defaults return, cycles go."""
+    before = gc.get_threshold()
+    made_before = _cycle()  # garbage already there when the fetch starts: frozen, then collected later
+    with fetch_gc():
+        assert gc.get_threshold() == _FETCH_GC_THRESHOLD
+        assert gc.get_freeze_count() > 0
+        made_during = _cycle()
+        gc.collect()
+        assert made_during() is None  # a fetch's own cycles are collected while it runs
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+    gc.collect()
+    assert made_before() is None
