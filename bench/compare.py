@@ -27,7 +27,8 @@ from nginx import Nginx  # noqa: E402
 from sitegen import generate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-WORK = ROOT / "bench" / ".work"
+# BENCH_WORK: a separate folder (web, nginx, crawls) so two engineers' benches on one machine do not collide.
+WORK = Path(os.environ.get("BENCH_WORK", ROOT / "bench" / ".work"))
 CRAWLER = ROOT / ".venv" / "bin" / "crawler"
 PEERS = ROOT / "bench" / "peers"
 
@@ -101,6 +102,11 @@ CRAWLER_VARIANTS = {
 TREES: dict[str, str] = {}
 
 
+def _variant(name: str) -> list[str]:
+    """A tree contender named ``*-all`` (``--tree new-all=DIR``) runs as crawler-all."""
+    return CRAWLER_VARIANTS.get(name) or (CRAWLER_VARIANTS["crawler-all"] if name.endswith("-all") else [])
+
+
 def run_crawler(seeds: Path, concurrency: int, tag: str, name: str = "crawler") -> tuple[Run, list[str]]:
     crawl_dir = WORK / f"crawl-{name}-{tag}"
     shutil.rmtree(crawl_dir, ignore_errors=True)
@@ -109,7 +115,7 @@ def run_crawler(seeds: Path, concurrency: int, tag: str, name: str = "crawler") 
     cmd = [str(CRAWLER), "crawl", *config, "--seeds", str(seeds), "--rounds", "30", "-D", f"crawl_dir={crawl_dir}",
            "-D", "http.allow_private_networks=true", "-D", "fetcher.min_delay=0",
            "-D", "fetcher.per_host_concurrency=2", "-D", f"fetcher.concurrency={concurrency}",
-           "-D", "log.level=warning", "-D", "log.format=json", *CRAWLER_VARIANTS.get(name, [])]
+           "-D", "log.level=warning", "-D", "log.format=json", *_variant(name)]
     env = {"PYTHONPATH": tree} if tree else None
     wall, cpu, rss = timed(cmd, WORK / f"{name}-{tag}.log", env)
     table = pq.ParquetDataset(sorted(crawl_dir.glob("segments/*/fetcher/part-*.parquet"))).read(

@@ -11,9 +11,10 @@ Each WARC file starts with a ``warcinfo`` record; HTTP answers are a
 ``request``; file: URLs are ``resource`` records. ``WARC-Block-Digest`` and ``WARC-Payload-Digest`` are
 SHA-1 over exactly those bytes. The HTTP pairs, nearly every record, are
 written by ``http_records`` below: the bytes warcio writes for them (header
-order included; a test holds the two byte-equal), at a fraction of the CPU
-(warcio builds each record through streams, spooled files and a digester in
-Python). warcio still writes warcinfo and resource records.
+order included; a test holds the two byte-equal once decompressed), at a fraction
+of the CPU (warcio builds each record through streams, spooled files and a
+digester in Python), deflated at level 1 (bodies sent compressed: stored).
+warcio still writes warcinfo and resource records.
 With ``fetcher.parse_processes`` the encoding and writing of a part runs in a
 worker process (``write_part``), off the fetch process's CPU entirely.
 """
@@ -21,7 +22,6 @@ worker process (``write_part``), off the fetch process's CPU entirely.
 from __future__ import annotations
 
 import asyncio
-import base64
 import dataclasses
 import hashlib
 import io
@@ -53,10 +53,10 @@ Offload = Callable[..., Awaitable[Any]]
 _DROP_HEADERS = {"transfer-encoding"}
 
 
-def write_parquet(rows: list[dict[str, Any]], schema: pa.Schema, path: Path) -> None:
+def write_parquet(rows: list[dict[str, Any]], schema: pa.Schema, path: Path, dictionary: bool = True) -> None:
     table = pa.Table.from_pylist(rows, schema=schema)
     with atomic_output(path) as temp:
-        pq.write_table(table, temp, compression="zstd")
+        pq.write_table(table, temp, compression="zstd", use_dictionary=dictionary)
 
 
 def warcinfo_record(writer: WARCWriter, filename: str) -> None:
@@ -65,17 +65,29 @@ def warcinfo_record(writer: WARCWriter, filename: str) -> None:
     writer.write_record(writer.create_warcinfo_record(filename, info))
 
 
+# base64.b32encode is pure Python (~5 us a digest); a 160-bit digest is exactly 16 groups of 10 bits.
+_B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+_B32_PAIRS = [a + b for a in _B32 for b in _B32]
+_B32_SHIFTS = range(150, -1, -10)
+
+
 def _sha1(*parts: bytes) -> str:
     digest = hashlib.sha1()
     for part in parts:
         digest.update(part)
-    return "sha1:" + base64.b32encode(digest.digest()).decode("ascii")
+    n = int.from_bytes(digest.digest(), "big")
+    return "sha1:" + "".join([_B32_PAIRS[(n >> shift) & 1023] for shift in _B32_SHIFTS])
 
 
 _EMPTY_SHA1 = _sha1(b"")
 
 
-def _gzip_member(*parts: bytes, level: int = 6) -> bytes:
+# Deflate level 1 instead of zlib's default 6: on a 35 kB HTML page ~4x less CPU (~0.27 vs ~1 ms) for
+# ~17 % more bytes (25.5 vs 21.8 % of the page; docs/benchmarks.md, "Parts").
+_LEVEL = 1
+
+
+def _gzip_member(*parts: bytes, level: int = _LEVEL) -> bytes:
     """One gzip member per record, as warcio writes them."""
     compressor = zlib.compressobj(level, zlib.DEFLATED, zlib.MAX_WBITS + 16)
     return b"".join([*(compressor.compress(p) for p in parts), compressor.flush()])
@@ -124,7 +136,7 @@ def http_records(response: Response) -> bytes:
     ).encode()
     # A body sent gzip (br, zstd...) does not shrink: deflate would search it for matches (~150 us for
     # 7 kB) and then store it as it is anyway; level 0 stores it at once, the same size.
-    level = 0 if response.header("Content-Encoding") not in (None, "", "identity") else 6
+    level = 0 if response.header("Content-Encoding") not in (None, "", "identity") else _LEVEL
     return (_gzip_member(response_head, response_http, body, b"\r\n\r\n", level=level)
             + _gzip_member(request_head, request_http, b"\r\n\r\n"))
 
@@ -229,6 +241,7 @@ def write_part(segment_path: str, partition: int, seq: int, batch: _Pending) -> 
     for response in batch.responses:
         warc_records(warc, response)
     atomic_write_bytes(seg.dir("content") / warc_name, buffer.getvalue())
-    write_parquet(batch.parse_text, PARSE_TEXT, seg.dir("parse_text") / part_name(partition, seq))
+    # Page texts never repeat: a dictionary page would be built and thrown away (~5 us a row).
+    write_parquet(batch.parse_text, PARSE_TEXT, seg.dir("parse_text") / part_name(partition, seq), dictionary=False)
     write_parquet(batch.parse_data, PARSE_DATA, seg.dir("parse_data") / part_name(partition, seq))
     write_parquet(batch.fetcher, FETCHER, seg.dir("fetcher") / part_name(partition, seq))

@@ -1,0 +1,101 @@
+"""The HTML parser's fast paths give exactly what the plain computations they replace give."""
+
+from __future__ import annotations
+
+import sys
+from html import escape
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from selectolax.lexbor import LexborHTMLParser
+
+from crawler.parsers import html as html_module
+from crawler.parsers.html import HtmlParser, collapse_ws
+from crawler.urls.normalize import InvalidUrl, normalize
+
+ALL_WS = [c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace()]
+# Long enough for collapse_ws's scan path, with every whitespace character and wide ones around.
+_PIECES = st.sampled_from([*ALL_WS, "  ", "\n    ", "a", "word", "é", "€", "\U0001f600", "x" * 300])
+
+
+@pytest.mark.parametrize("ws", ALL_WS, ids=[f"U+{ord(c):04X}" for c in ALL_WS])
+def test_collapse_ws_long_text_with_each_whitespace(ws):
+    """Every character str.split() splits on becomes one space in a long text too."""
+    raw = ws + ("word" + ws * 3) * 100 + "end" + ws
+    assert collapse_ws(raw) == " ".join(raw.split())
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(_PIECES, min_size=1, max_size=120))
+def test_collapse_ws_matches_split_join(parts):
+    """collapse_ws equals ' '.join(s.split()) on any text, short or long."""
+    raw = "".join(parts)
+    assert collapse_ws(raw) == " ".join(raw.split())
+
+
+def _reference_text(markup: str) -> str:
+    """The body text as computed before the fast path: every text node joined, then collapsed."""
+    tree = LexborHTMLParser(markup.encode())
+    if tree.body is None:
+        return ""
+    tree.strip_tags(html_module._INVISIBLE, recursive=True)
+    for node in [n for n in tree.body.traverse() if n.tag_id in html_module._INLINE_IDS]:
+        node.unwrap()
+    tree.merge_text_nodes()
+    return " ".join(tree.body.text(separator=" ").split())
+
+
+_MARKUP = st.sampled_from(
+    ["<p>", "</p>", "<div>", "</div>", "<b>", "</b>", "<span>", "</span>", "<br>", "<li>", "<script>x y</script>",
+     "\n    ", "  ", "\t", "&nbsp;", "\u3000", "\u00a0", " ", "wor", "ld", "é", "<pre>", "</pre>", "<!-- c -->"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(_MARKUP | st.text(max_size=6), max_size=60), pad=st.integers(0, 40))
+def test_text_matches_joined_text_nodes(parts, pad):
+    """Page text equals the collapsed join of all visible text nodes, blank and indented ones included."""
+    markup = "<html><body>" + "".join(parts) + ("<p>\n      filler words here\n    </p>" * pad) + "</body></html>"
+    res = HtmlParser().parse(markup.encode(), "http://example.com/", "text/html")
+    assert res.text == _reference_text(markup)
+
+
+def _links(hrefs: list[str], page: str) -> list[str]:
+    markup = "".join(f"<a href='{escape(h, quote=True)}'>x</a>" for h in hrefs)
+    return [o.url for o in HtmlParser().parse(markup.encode(), page, "text/html").outlinks]
+
+
+def test_root_relative_links_resolve_against_each_pages_origin():
+    """The same slash-led or absolute href on pages of different sites resolves for each site."""
+    hrefs = ["/a", "//cdn.example.net/x", "\\b", "HTTP://Other.example/y", "http://other.example/y#f"]
+    assert _links(hrefs, "http://a.example/dir/page") == [
+        "http://a.example/a", "http://cdn.example.net/x", "http://a.example/b", "http://other.example/y"]
+    assert _links(hrefs, "https://b.example:8443/p?q") == [
+        "https://b.example:8443/a", "https://cdn.example.net/x", "https://b.example:8443/b", "http://other.example/y"]
+    assert _links(hrefs, "http://user:pw@A.Example./z") == [
+        "http://user:pw@a.example/a", "http://cdn.example.net/x", "http://user:pw@a.example/b", "http://other.example/y"]
+
+
+_HREF = st.lists(
+    st.sampled_from(["/", "\\", "//", "http://", "https://", "a", "é", "%41", "..", ":", "@", "?", "#", " ", "\t",
+                     "[", "x.example", ":80", "/p", "javascript:", "mailto:", "data:", "tel:", "JavaScript:"]),
+    max_size=8,
+).map("".join)
+_PAGES = st.sampled_from(["http://a.example/d/p", "https://b.example:8443/", "http://u@c.example./x?y",
+                          "http://[::1]:81/z", "http://xn--bcher-kva.example/a/b/", "HTTP://Upper.Example/"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(hrefs=st.lists(_HREF, max_size=6), page=_PAGES)
+def test_outlinks_equal_normalize_of_each_href(hrefs, page):
+    """Each outlink is normalize(href, page), whatever path (per page or cached across pages) resolved it."""
+    expected: list[str] = []
+    for href in hrefs:
+        try:
+            url = normalize(href, page)
+        except InvalidUrl:
+            continue
+        if url not in expected:
+            expected.append(url)
+    assert _links(hrefs, page) == expected

@@ -1,0 +1,53 @@
+"""How a part's records are encoded: plain bodies deflated, compressed bodies stored, page text read back whole."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import random
+
+import pyarrow.parquet as pq
+from aiohttp import web
+from warcio.archiveiterator import ArchiveIterator
+
+from crawler.models import PARSE_TEXT
+from crawler.protocols.base import PROTOCOLS
+from crawler.segments.writer import http_records, write_parquet
+from tests.fetcher.conftest import make_cfg
+
+_WORDS = ["station", "rain", "gauge", "wind", "data", "logger", "storm", "copper", "solar", "frost"]
+_HTML = ("<html><body>" + " ".join(random.Random(3).choice(_WORDS) for _ in range(6000)) + "</body></html>").encode()
+
+
+async def test_plain_body_is_deflated_and_compressed_body_stored(tmp_path, servers):
+    """A plain HTML body's record is deflated; a gzip-served body's record is about its own size; both verify."""
+    async def plain(request: web.Request) -> web.Response:
+        return web.Response(body=_HTML, content_type="text/html")
+
+    async def gzipped(request: web.Request) -> web.Response:
+        return web.Response(body=gzip.compress(_HTML), content_type="text/html", headers={"Content-Encoding": "gzip"})
+
+    site = await servers("127.0.0.1", {"/plain": plain, "/gz": gzipped})
+    protocol = PROTOCOLS.load("http")(make_cfg(tmp_path))
+    try:
+        responses = [await protocol.fetch(site.url(p)) for p in ("/plain", "/gz")]
+    finally:
+        await protocol.aclose()
+    sizes = []
+    for response in responses:
+        records = http_records(response)
+        sizes.append(len(records))
+        stored = next(iter(ArchiveIterator(io.BytesIO(records), check_digests="raise")))
+        assert stored.raw_stream.read() == response.raw_body
+    plain_size, gzip_size = sizes
+    assert plain_size < len(_HTML) / 2  # deflated
+    assert len(responses[1].raw_body) < gzip_size < len(responses[1].raw_body) + 2000  # stored, plus headers
+
+
+def test_parse_text_round_trips_without_dictionary(tmp_path):
+    """parse_text rows written without a dictionary page read back unchanged, non-ASCII and empty text included."""
+    rows = [{"url": f"http://a.example/{i}", "text": t} for i, t in enumerate(["", "caf\u00e9 \u2019x\u2019", "w " * 9000])]
+    path = tmp_path / "part-00000-00000.parquet"
+    write_parquet(rows, PARSE_TEXT, path, dictionary=False)
+    assert pq.read_table(path).to_pylist() == rows
+    assert pq.read_schema(path) == PARSE_TEXT
