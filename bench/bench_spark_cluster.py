@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python bench/bench_spark_cluster.py [--hosts 8] [--pages 30] [--rounds 3] [--workers 2]
                                                   [--worker-memory 1g] [--dir /tmp/bench-spark-cluster] [--keep]
-                                                  [--webdb-urls 1000000]
+                                                  [--webdb-urls 1000000] [--s3]
 
 Starts, from the pyspark package (its ``bin/spark-class`` and the ``java`` on
 PATH), a Spark master (``org.apache.spark.deploy.master.Master``) and
@@ -19,11 +19,20 @@ JSON log: a job's time runs from the previous event to its own, so the Spark
 session's start counts in the first job, inject) and a Markdown table for
 docs/benchmarks.md. With ``--webdb-urls N`` it also runs bench/bench_webdb.py's
 jobs (N URLs, N/10 fetched pages) on the cluster before stopping it.
+
+With ``--s3`` both crawls go to ``crawl_dir: s3://BUCKET/...`` on moto's S3
+server (a subprocess on 127.0.0.1, stopped by PID) and run the cycle step by
+step (inject, then per round generate, fetch, updatedb, invertlinks, one
+``crawler`` process each): the Spark commands' executors read and write the
+bucket themselves (docs/scale-out.md, "Spark jobs on an s3:// crawl_dir"), with
+the credentials the driver hands them (the workers' environment has none).
+It prints each command's wall time per engine.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -165,6 +174,91 @@ def outcome(crawl_dir: Path) -> dict[str, Any]:
     }
 
 
+class Moto:
+    """moto's S3 server on 127.0.0.1 with one bucket, stopped by PID."""
+
+    CREDENTIALS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_REGION": "us-east-1"}
+
+    def __init__(self, bucket: str) -> None:
+        self.port, self.bucket = free_port(), bucket
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def client(self) -> Any:
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                            aws_access_key_id="bench", aws_secret_access_key="bench")
+
+    def __enter__(self) -> Moto:
+        server = Path(sys.executable).with_name("moto_server")
+        self.proc = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(self.port)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.5).close()
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.__exit__()
+                    raise SystemExit("moto_server did not start") from None
+                time.sleep(0.1)
+        self.client().create_bucket(Bucket=self.bucket)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def mirror(self, prefix: str, dest: Path) -> Path:
+        """A local copy of the crawl_dir below ``prefix`` (to compare with the same readers as a local crawl)."""
+        client = self.client()
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix + "/"):
+            for obj in page.get("Contents", []):
+                rel = obj["Key"][len(prefix) + 1:]
+                (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+                client.download_file(self.bucket, obj["Key"], str(dest / rel))
+        return dest
+
+
+def s3_cycle(moto: Moto, prefix: str, work: Path, seeds: Path, rounds: int, top_n: int,
+             config: Path | None) -> tuple[float, dict]:
+    """inject, then per round generate, fetch, updatedb, invertlinks on s3://BUCKET/PREFIX; seconds per command."""
+    common = ["-D", f"crawl_dir=s3://{moto.bucket}/{prefix}", "-D", f"storage.endpoint={moto.endpoint}",
+              "-D", f"storage.staging_dir={work / 'staging' / prefix}", "-D", "http.allow_private_networks=true",
+              "-D", "fetcher.min_delay=0", "-D", "fetcher.concurrency=32", "-D", "log.format=json"]
+    if config is not None:
+        common = ["-c", str(config), *common]
+    env = {**os.environ, **Moto.CREDENTIALS, "SPARK_LOCAL_IP": "127.0.0.1"}
+    times: dict[str, list[float]] = defaultdict(list)
+
+    def run(command: str, *args: str) -> str:
+        clock = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "crawler", command, *args, *common], cwd=work,
+                              capture_output=True, text=True, check=False, env=env)
+        times[command].append(time.perf_counter() - clock)
+        if done.returncode != 0:
+            raise SystemExit(f"{command} on s3://{moto.bucket}/{prefix} failed ({done.returncode}):\n"
+                             f"{done.stderr[-3000:]}")
+        return done.stdout.strip()
+
+    clock = time.perf_counter()
+    run("inject", str(seeds))
+    for _ in range(rounds):
+        segment = run("generate", "--top-n", str(top_n))
+        if not segment:
+            break
+        run("fetch", segment)
+        run("updatedb", segment)
+        run("invertlinks", segment)
+    return time.perf_counter() - clock, times
+
+
 def webdb_jobs(cluster: Cluster, urls: int, folder: Path) -> None:
     """bench_webdb.py's updatedb, generate and invertlinks with the cluster as spark.master; prints its lines."""
     done = subprocess.run(
@@ -189,6 +283,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the folder afterwards")
     parser.add_argument("--webdb-urls", type=int, default=0,
                         help="also time bench_webdb.py's jobs at this many URLs (a tenth fetched) on the cluster")
+    parser.add_argument("--s3", action="store_true", help="crawl step by step into s3:// on moto's server")
     args = parser.parse_args()
 
     work = Path(args.dir)
@@ -198,8 +293,13 @@ def main() -> None:
     seeds = work / "seeds.txt"
     seeds.write_text("".join(f"{url}\n" for url in generate(work / "web", args.hosts, args.pages, port, seed=7)))
     results: dict[str, tuple[float, dict]] = {}
-    with Nginx(work / "web", port, work / "nginx"):
-        results["DuckDB"] = crawl(work / "duckdb", seeds, args.rounds, args.top_n, None)
+    moto = Moto("bench-crawl")
+    with Nginx(work / "web", port, work / "nginx"), contextlib.ExitStack() as stack:
+        if args.s3:
+            stack.enter_context(moto)
+            results["DuckDB"] = s3_cycle(moto, "duckdb", work, seeds, args.rounds, args.top_n, None)
+        else:
+            results["DuckDB"] = crawl(work / "duckdb", seeds, args.rounds, args.top_n, None)
         with Cluster(work / "cluster", args.workers, args.worker_memory) as cluster:
             config = work / "spark.yaml"
             config.write_text(
@@ -209,10 +309,16 @@ def main() -> None:
                 '    spark.ui.enabled: "false"\n    spark.executor.memory: 512m\n'
                 f'    spark.sql.shuffle.partitions: "{args.workers}"\n'
             )
-            results[f"Spark standalone, {args.workers} workers"] = crawl(
-                work / "spark", seeds, args.rounds, args.top_n, config)
+            label = f"Spark standalone, {args.workers} workers" + (", s3://" if args.s3 else "")
+            if args.s3:
+                results[label] = s3_cycle(moto, "spark", work, seeds, args.rounds, args.top_n, config)
+            else:
+                results[label] = crawl(work / "spark", seeds, args.rounds, args.top_n, config)
             if args.webdb_urls:
                 webdb_jobs(cluster, args.webdb_urls, work / "webdb")
+        if args.s3:
+            for name in ("duckdb", "spark"):
+                moto.mirror(name, work / name)
     duck, spark = outcome(work / "duckdb"), outcome(work / "spark")
     for table in duck:
         if duck[table] != spark[table]:

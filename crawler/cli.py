@@ -34,15 +34,16 @@ def _common(parser: argparse.ArgumentParser, dest_suffix: str) -> None:
 
 # What each command reads and writes below crawl_dir; a remote (s3://) crawl_dir pulls and publishes exactly that.
 ACCESS: dict[str, Access] = {
-    "inject": Access(writes=("webdb",)),
-    "generate": Access(reads=("webdb",), segments="unmerged", writes_segments=True),
-    "fetch": Access(segments="args", segment_args=("segment",), writes_segments=True),
+    "inject": Access(writes=("webdb",), engine_io=True),
+    "generate": Access(reads=("webdb",), segments="unmerged", writes_segments=True, engine_io=True),
+    "fetch": Access(segments="args", segment_args=("segment",), writes_segments=True, partitions="partition",
+                    partitions_on_executors="spark"),
     "parse": Access(segments="args", segment_args=("segment",), writes_segments=True),
-    "updatedb": Access(writes=("webdb",), segments="args", segment_args=("segments",)),
-    "invertlinks": Access(writes=("linkdb",), segments="args", segment_args=("segments",)),
+    "updatedb": Access(writes=("webdb",), segments="args", segment_args=("segments",), engine_io=True),
+    "invertlinks": Access(writes=("linkdb",), segments="args", segment_args=("segments",), engine_io=True),
     "updatesegs": Access(reads=("webdb", "linkdb"), segments="args", segment_args=("segments",),
-                         writes_segments=True),
-    "dedup": Access(writes=("webdb",)),
+                         writes_segments=True, engine_io=True),
+    "dedup": Access(writes=("webdb",), engine_io=True),
     "crawl": Access(writes=("webdb", "linkdb"), segments="unmerged", writes_segments=True),
     "daemon": Access(writes=("webdb", "linkdb"), segments="unmerged", writes_segments=True,
                      files=("daemon-state.json",)),
@@ -85,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", default=None)
     p.add_argument("--rounds", type=int, required=True)
     p.add_argument("--top-n", type=int, default=None)
+    p.set_defaults(steps_staged=True)  # with Spark jobs over a bucket, each step stages as its own command
     add("daemon", "daemon:cmd_daemon", "run the crawl cycle as a long-running service")
 
     p = add("readdb", "inspect:cmd_readdb", "read the crawl database")
@@ -135,8 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         cfg = _load(args)
         configure_logging(cfg.log)
-        with staged(cfg, args, args.access):
-            return _resolve(args.handler)(cfg, args)
+        with staged(cfg, args, args.access) as run_cfg:
+            return _resolve(args.handler)(run_cfg, args)
     except CrawlerError as exc:
         print(f"crawler: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ from crawler.jobs.invertlinks import invertlinks, unlinked_segments
 from crawler.jobs.updatedb import updatedb
 from crawler.log import get_logger
 from crawler.segments.layout import Segment, list_segments, open_segment
-from crawler.storage.session import publish_round
+from crawler.storage.access import Access
+from crawler.storage.session import publish_round, staged, staged_by_step
 from crawler.webdb.store import VersionedStore
 
 
@@ -83,32 +85,123 @@ def cmd_crawl(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
         return _crawl(cfg, args, log, pool)
 
 
+class _Steps:
+    """The steps of a crawl round, all in the one tree crawl runs in (a local crawl_dir, or the command's staging copy)."""
+
+    def __init__(self, cfg: CrawlerConfig, log: Any, pool: ParsePool | None) -> None:
+        self.cfg, self.log, self.pool = cfg, log, pool
+
+    def inject(self, seeds: Path) -> None:
+        inject(self.cfg, seeds, self.log)
+
+    def pending(self) -> tuple[list[tuple[str, str]], list[str]]:
+        """(name, state) of the segments generated but not merged, and the names merged but not inverted."""
+        return _pending(self.cfg)
+
+    def generate(self, top_n: int | None) -> str | None:
+        segment = _generate(self.cfg, top_n, None)
+        return segment.name if segment else None
+
+    def fetch(self, name: str) -> None:
+        _fetch(self.cfg, open_segment(segments_dir(self.cfg) / name), parse_pool=self.pool)
+
+    def updatedb(self, name: str) -> None:
+        _updatedb_fetched(self.cfg, open_segment(segments_dir(self.cfg) / name), self.log)
+
+    def invertlinks(self, names: list[str]) -> None:
+        invertlinks(self.cfg, [open_segment(segments_dir(self.cfg) / n) for n in names], self.log)
+
+    def end_round(self) -> None:
+        publish_round(self.cfg)  # a remote crawl_dir gets each round as it completes
+
+
+class _StagedSteps(_Steps):
+    """Spark jobs over a bucket: each step runs as its own command does, under ``staged`` with its ACCESS entry.
+
+    The jobs then go by reference (the executors read and write the bucket, so any spark.master works) while the
+    fetch reads real files in the ordinary staging copy; no one tree could serve both. Each step leases, pulls
+    and publishes for itself, so the bucket holds every finished step and a kill loses only the one in progress.
+    """
+
+    # The resume check reads markers and CURRENT only, so it pulls references like the jobs.
+    STATE = Access(reads=("webdb", "linkdb"), segments="unmerged", engine_io=True)
+
+    @contextlib.contextmanager
+    def _as(self, command: str | Access, **values: Any) -> Iterator[tuple[CrawlerConfig, argparse.Namespace]]:
+        from crawler.cli import ACCESS  # the CLI imports this module lazily: no cycle
+
+        args = argparse.Namespace(**values)
+        with staged(self.cfg, args, ACCESS[command] if isinstance(command, str) else command) as run_cfg:
+            yield run_cfg, args
+
+    def inject(self, seeds: Path) -> None:
+        with self._as("inject") as (cfg, _):
+            inject(cfg, seeds, self.log)
+
+    def pending(self) -> tuple[list[tuple[str, str]], list[str]]:
+        with self._as(self.STATE) as (cfg, _):
+            return _pending(cfg)
+
+    def generate(self, top_n: int | None) -> str | None:
+        with self._as("generate", top_n=top_n, partitions=None) as (cfg, args):
+            segment = _generate(cfg, args.top_n, args.partitions)
+        return segment.name if segment else None
+
+    def fetch(self, name: str) -> None:
+        with self._as("fetch", segment=name, partition=None, spark=False) as (cfg, args):
+            _fetch(cfg, open_segment(args.segment), args.partition, self.pool)  # the partitions it leased
+
+    def updatedb(self, name: str) -> None:
+        with self._as("updatedb", segments=[name]) as (cfg, args):
+            _updatedb_fetched(cfg, open_segment(args.segments[0]), self.log)
+
+    def invertlinks(self, names: list[str]) -> None:
+        with self._as("invertlinks", segments=names) as (cfg, args):
+            invertlinks(cfg, [open_segment(s) for s in args.segments], self.log)
+
+    def end_round(self) -> None:
+        pass  # every step has published
+
+
+def _pending(cfg: CrawlerConfig) -> tuple[list[tuple[str, str]], list[str]]:
+    return [(s.name, s.state) for s in unfinished_segments(cfg)], [s.name for s in unlinked_segments(cfg)]
+
+
+def _updatedb_fetched(cfg: CrawlerConfig, segment: Segment, log: Any) -> None:
+    # A fetch cut short (a partition leased elsewhere, a signal) must not be merged as if complete.
+    if not segment.is_done("fetcher"):
+        raise SegmentError(f"{segment.path}: fetch did not complete")
+    updatedb(cfg, [segment], log)
+
+
 def _crawl(cfg: CrawlerConfig, args: argparse.Namespace, log: Any, pool: ParsePool | None) -> int:
+    steps = (_StagedSteps if staged_by_step(cfg) else _Steps)(cfg, log, pool)
     if args.seeds:
-        inject(cfg, Path(args.seeds), log)
+        steps.inject(Path(args.seeds))
     # A crash leaves segments generated, half fetched, or merged into the webdb but not into the
     # linkdb: finish them before generating anew.
-    for segment in unfinished_segments(cfg):
-        log.info("crawl.resume", segment=segment.name, state=segment.state)
-        if not segment.is_done("fetcher"):
-            _fetch(cfg, segment, parse_pool=pool)
-        updatedb(cfg, [segment], log)
-    if pending := unlinked_segments(cfg):
-        log.info("crawl.resume", segments=[s.name for s in pending], state="invertlinks")
-        invertlinks(cfg, pending, log)
+    unfinished, unlinked = steps.pending()
+    for name, state in unfinished:
+        log.info("crawl.resume", segment=name, state=state)
+        if state != "fetched":
+            steps.fetch(name)
+        steps.updatedb(name)
+    if unfinished:  # just merged, so the linkdb has them to invert too
+        unlinked = steps.pending()[1]
+    if unlinked:
+        log.info("crawl.resume", segments=unlinked, state="invertlinks")
+        steps.invertlinks(unlinked)
     for round_no in range(1, args.rounds + 1):
-        segment = _generate(cfg, args.top_n, None)
-        if segment is None:
+        name = steps.generate(args.top_n)
+        if name is None:
             log.info("crawl.done", rounds=round_no - 1, reason="nothing due")
             break
-        print(segment.path, flush=True)
-        _fetch(cfg, segment, parse_pool=pool)
-        if not segment.is_done("fetcher"):
-            raise SegmentError(f"{segment.path}: fetch did not complete")
-        updatedb(cfg, [segment], log)
-        invertlinks(cfg, [segment], log)
-        publish_round(cfg)  # a remote crawl_dir gets each round as it completes
-        log.info("crawl.round", round=round_no, segment=segment.name)
+        print(segments_dir(cfg) / name, flush=True)
+        steps.fetch(name)
+        steps.updatedb(name)
+        steps.invertlinks([name])
+        steps.end_round()
+        log.info("crawl.round", round=round_no, segment=name)
     else:
         log.info("crawl.done", rounds=args.rounds, reason="rounds done")
     return 0

@@ -5,40 +5,96 @@ cluster: the driver hands out partition numbers (one per Spark partition), and
 each task runs the ordinary fetcher on its fetchlist part, writing its own
 output parts and its ``_done-NNNNN`` marker; the task that finishes last writes
 ``_SUCCESS``, exactly as separate ``fetch --partition I`` processes do. A host
-lives in exactly one partition, so politeness holds cluster-wide. A failed or
-retried task resumes its partition (URLs already committed are skipped), so
-Spark's task retries are safe. The segment must be on storage every executor
-can write (a shared mount; see docs/scale-out.md).
+lives in exactly one partition, so politeness holds cluster-wide.
+
+Where the segment lives decides where a task works:
+
+- a local ``crawl_dir`` (a shared mount every executor can write): in the
+  segment itself. A failed or retried task resumes its partition (URLs already
+  committed are skipped), so Spark's task retries are safe.
+- an ``s3://`` ``crawl_dir``: in a temporary staging copy of its own on the
+  executor. The task leases its partition in the bucket
+  (crawler/storage/partition_lease.py), pulls the fetchlist and whatever a dead
+  holder published of the partition, fetches, and publishes its parts and
+  ``_done`` marker itself; the one that sees every marker in the bucket writes
+  ``_SUCCESS`` there. The driver's staging copy only ever holds the fetchlist.
+  The task carries the driver's credentials (crawler/storage/credentials.py),
+  so worker machines need no AWS configuration of their own.
+  A retried task fetches its partition again from what is in the bucket (parts
+  are published when the partition is done, so usually from the start).
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import uvloop
 
-from crawler.config import CrawlerConfig
-from crawler.errors import CrawlerError
+from crawler.config import CrawlerConfig, with_overrides
+from crawler.errors import CrawlerError, SegmentError
 from crawler.fetcher.service import fetch_segment, fetchlist_partitions
 from crawler.segments.layout import Segment
+from crawler.storage.location import parse_remote
 
-Task = Callable[[Iterator[int]], Iterator[tuple[int, int, bool]]]
+# What a task reports: (partition, URLs fetched, stopped by a signal, why it did not fetch: "" when it did).
+Result = tuple[int, int, bool, str]
+Task = Callable[[Iterator[int]], Iterator[Result]]
 
 
-def _fetch_task(cfg: CrawlerConfig, segment_path: str) -> Task:
-    """The executor side: fetch the partitions this Spark partition holds (one), report (partition, fetched, stopped)."""
+def _fetch_task(cfg: CrawlerConfig, segment_path: str, credentials: Any = None) -> Task:
+    """The executor side: fetch the partitions this Spark partition holds (one) and report each."""
+    remote = parse_remote(cfg.crawl_dir)
 
-    def run(partitions: Iterator[int]) -> Iterator[tuple[int, int, bool]]:
+    def run(partitions: Iterator[int]) -> Iterator[Result]:
         from crawler.log import configure_logging, get_logger
 
         configure_logging(cfg.log)
         log = get_logger(command="fetch", executor="spark")
         for partition in partitions:
-            report = uvloop.run(fetch_segment(cfg, Segment(Path(segment_path)), log, [partition]))
-            yield partition, report.fetched, report.stopped
+            if remote is None:
+                report = uvloop.run(fetch_segment(cfg, Segment(Path(segment_path)), log, [partition]))
+                yield partition, report.fetched, report.stopped, ""
+            else:
+                yield partition, *_fetch_from_bucket(cfg, credentials, Path(segment_path).name, partition, log)
 
     return run
+
+
+def _fetch_from_bucket(cfg: CrawlerConfig, credentials: Any, name: str, partition: int,
+                       log: Any) -> tuple[int, bool, str]:
+    """Lease, pull, fetch and publish one partition of a remote segment in a temporary staging copy."""
+    from crawler.storage.bucket import Bucket
+    from crawler.storage.partition_lease import PartitionLeases
+    from crawler.storage.segments import SegmentSync
+
+    bucket = Bucket(parse_remote(cfg.crawl_dir), cfg.storage, credentials=credentials)  # type: ignore[arg-type]
+    # Spark's scratch folders (spark.local.dir) are where an executor is meant to put bulky temporary data.
+    scratch = (os.environ.get("SPARK_LOCAL_DIRS") or "").split(",")[0] or None
+    with tempfile.TemporaryDirectory(prefix=f"crawler-fetch-{name}-{partition:05d}-", dir=scratch) as staging:
+        task_cfg = with_overrides(cfg, storage={"staging_dir": staging})
+        sync = SegmentSync(bucket, task_cfg.crawl_path)
+        leases = PartitionLeases(sync, name, cfg.storage.lease_ttl, log)
+        try:
+            leased = leases.acquire([partition])
+        except SegmentError as exc:
+            return 0, False, str(exc)
+        try:
+            if not leased:
+                log.info("storage.partitions_done", segment=name, partitions=[partition])
+                return 0, False, ""
+            sync.pull([name], partitions=leased)
+            segment = Segment(task_cfg.crawl_path / "segments" / name)
+            report = uvloop.run(fetch_segment(task_cfg, segment, log, leased))
+            if not report.stopped:
+                leases.verify()
+                sync.publish({name: leased})  # parts, then the _done marker, then _SUCCESS if every one is done
+            return report.fetched, report.stopped, ""
+        finally:
+            leases.release()
 
 
 def fetch_on_spark(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None = None) -> int:
@@ -50,8 +106,17 @@ def fetch_on_spark(cfg: CrawlerConfig, segment: Segment, partitions: list[int] |
         return 0
     context = spark_session(cfg).sparkContext
     context.setJobDescription(f"crawler fetch {segment.path}")
-    results = context.parallelize(chosen, len(chosen)).mapPartitions(_fetch_task(cfg, str(segment.path))).collect()
-    stopped = [p for p, _, halted in results if halted]
+    credentials = None
+    if parse_remote(cfg.crawl_dir) is not None:
+        from crawler.storage.credentials import driver_credentials
+
+        credentials = driver_credentials(cfg.storage)
+    task = _fetch_task(cfg, str(segment.path), credentials)
+    results = context.parallelize(chosen, len(chosen)).mapPartitions(task).collect()
+    refused = [why for _, _, _, why in results if why]
+    if refused:
+        raise CrawlerError(f"fetch of {segment.name}: " + "; ".join(refused))
+    stopped = [p for p, _, halted, _ in results if halted]
     if stopped:
         raise CrawlerError(f"fetch of {segment.path}: partitions {stopped} were stopped; run it again to resume")
-    return sum(fetched for _, fetched, _ in results)
+    return sum(fetched for _, fetched, _, _ in results)

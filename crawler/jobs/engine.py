@@ -211,6 +211,10 @@ class DuckEngine:
     def rows(self, query: str) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in self.con.execute(query).fetchall()]
 
+    def count_rows(self, files: list[Path]) -> int:
+        """Rows in Parquet ``files``, from their footers."""
+        return sum(pq.read_metadata(f).num_rows for f in files)
+
     def write(self, query: str, dest: Path, schema: pa.Schema, *, single: bool = True) -> int:
         """Rows of ``query`` (in order) published at ``dest`` with ``schema``; ``single``: one file, always."""
         return copy_to_parquet(self.con, query, dest, schema)

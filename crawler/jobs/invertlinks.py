@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from crawler.config import CrawlerConfig
 from crawler.errors import SegmentError, StorageError
@@ -156,7 +155,7 @@ def _invert(
             SELECT 1 FROM {segment_source(con, segments, "parse_data", PARSE_DATA)} d
             WHERE d.segment = f.segment AND d.url = f.url)""")
     old_buckets, old_parts = _old_buckets(current)
-    old_rows = sum(pq.read_metadata(p).num_rows for parts in old_parts.values() for p in parts)
+    old_rows = con.count_rows([p for parts in old_parts.values() for p in parts])
 
     progress.step("invert outlinks")
     internal = f"AND {host_sql('o.url')} <> {host_sql('url')}" if cfg.linkdb.ignore_internal else ""

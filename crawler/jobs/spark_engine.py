@@ -10,6 +10,9 @@ to the destination, and the driver then renames the parts into place in
 partition order, so the sort order and the atomic publish hold as with DuckDB.
 The temporary folder must be on storage the executors and the driver share
 (local disk in local mode; a shared mount on a cluster, see docs/scale-out.md).
+Over an ``s3://`` crawl_dir's reference tree there is no shared folder: the
+executors read and write the bucket (``spark_bucket.py``) and the driver keeps
+references, so the same jobs run on a cluster that shares nothing but the bucket.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ from pyspark.sql import types as T
 from sqlglot.errors import SqlglotError
 
 from crawler.fsutil import TEMP_PREFIX, publish, remove_tree
+from crawler.jobs.spark_bucket import BucketAccess, BucketIO
 from crawler.jobs.spark_sql import to_spark
+from crawler.storage.references import write_reference
 
 _lock = threading.Lock()
 _names = itertools.count()
@@ -118,20 +123,29 @@ def spark_schema(schema: pa.Schema) -> T.StructType:
 _WRITTEN = pa.schema([("part", pa.int32()), ("rows", pa.int64())])
 
 
-def _part_writer(folder: str, schema: pa.Schema) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The executor side: write one Spark partition's rows as ``folder/part-<partition>.parquet``."""
+def _part_writer(
+    folder: str, schema: pa.Schema, bucket: BucketAccess | None = None
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The executor side: write one Spark partition's rows as ``folder/part-<partition>.parquet``.
+
+    ``folder`` is a local path, or with ``bucket`` a key prefix there (the object appears when closed).
+    """
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         partition = TaskContext.get().partitionId()
         path = f"{folder}/part-{partition:05d}.parquet"
-        rows, writer = 0, None
+        rows, writer, sink = 0, None, None
         for batch in batches:
             if batch.num_rows:
-                writer = writer or pq.ParquetWriter(path, schema)
+                if writer is None:
+                    sink = bucket.filesystem().open_output_stream(bucket.path(path)) if bucket else None
+                    writer = pq.ParquetWriter(sink or path, schema)
                 writer.write_table(pa.Table.from_batches([batch]).cast(schema))
                 rows += batch.num_rows
         if writer is not None:
             writer.close()
+            if sink is not None:
+                sink.close()
             yield pa.RecordBatch.from_pydict({"part": [partition], "rows": [rows]}, schema=_WRITTEN)
 
     return write
@@ -145,10 +159,14 @@ class SparkEngine:
     def __init__(self, cfg: Any) -> None:
         self.spark = spark_session(cfg).newSession()
         self._cached: list[DataFrame] = []
+        # Over an s3:// crawl_dir's reference tree the executors read and write the bucket (spark_bucket.py).
+        self.bucket = BucketIO.for_config(cfg)
 
     def source(self, files: list[Path] | list[str], schema: pa.Schema) -> str:
         name = f"source_{next(_names)}"
-        if files:
+        if files and self.bucket is not None:
+            frame = self.bucket.read(self.spark, files, spark_schema(schema))
+        elif files:
             frame = self.spark.read.schema(spark_schema(schema)).parquet(*[str(f) for f in files])
         else:
             frame = self.spark.createDataFrame([], spark_schema(schema))
@@ -167,11 +185,18 @@ class SparkEngine:
     def rows(self, query: str) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in self.spark.sql(to_spark(query)).collect()]
 
+    def count_rows(self, files: list[Path]) -> int:
+        if self.bucket is not None:
+            return self.bucket.count_rows(files)
+        return sum(pq.read_metadata(f).num_rows for f in files)
+
     def write(self, query: str, dest: Path, schema: pa.Schema, *, single: bool = True) -> int:
         """Parts of ``query`` in order: ``dest``, then ``<dest stem>-00001.parquet``...; ``single``: one file."""
         frame = self.spark.sql(to_spark(query))
         if single:
             frame = frame.coalesce(1)  # keeps a sorted result's order: partitions are concatenated
+        if self.bucket is not None:
+            return self._write_to_bucket(self.bucket, frame, dest, schema)
         temp = dest.parent / f"{TEMP_PREFIX}{dest.name}.parts.{os.getpid()}"
         temp.mkdir()
         try:
@@ -184,6 +209,19 @@ class SparkEngine:
                 publish(temp / f"part-{part:05d}.parquet", dest.parent / name)
         finally:
             remove_tree(temp)
+        return sum(rows for _, rows in written)
+
+    @staticmethod
+    def _write_to_bucket(bucket: BucketIO, frame: DataFrame, dest: Path, schema: pa.Schema) -> int:
+        """As ``write``, with the parts in the bucket's scratch prefix and references to them at ``dest``..."""
+        folder = bucket.write_folder(dest)
+        written = sorted(frame.mapInArrow(_part_writer(folder, schema, bucket.access), "part INT, rows BIGINT").collect())
+        if not written:
+            bucket.write_empty(f"{folder}/part-00000.parquet", schema)
+            written = [(0, 0)]
+        for n, (part, _) in enumerate(written):
+            name = dest.name if n == 0 else f"{dest.stem}-{n:05d}{dest.suffix}"
+            write_reference(dest.parent / name, f"{folder}/part-{part:05d}.parquet")
         return sum(rows for _, rows in written)
 
     def close(self) -> None:

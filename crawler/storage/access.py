@@ -24,6 +24,15 @@ class Access:
     segment_args: tuple[str, ...] = ()  # argparse destinations that name segments (path, name or URL)
     writes_segments: bool = False
     files: tuple[str, ...] = ()  # single files directly under crawl_dir, pulled and published (daemon state)
+    # Reads and writes Parquet only through the job engine (crawler/jobs/engine.py): on Spark over a bucket the
+    # executors then read and write it themselves, and the driver pulls references (crawler/storage/references.py).
+    engine_io: bool = False
+    # argparse destination of the fetchlist partitions fetched (all when empty): each is leased in the bucket
+    # (crawler/storage/partition_lease.py), and only their files are pulled.
+    partitions: str = ""
+    # argparse flag under which Spark tasks lease, pull and publish each partition themselves (fetch --spark):
+    # the driver's staging copy gets the fetchlist only.
+    partitions_on_executors: str = ""
 
     @property
     def stores(self) -> tuple[Store, ...]:

@@ -14,12 +14,17 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from crawler.config import StorageConfig
 from crawler.errors import StorageError
 from crawler.fsutil import atomic_output
 from crawler.storage.location import Remote
+from crawler.storage.references import is_part, read_reference, write_reference
+
+if TYPE_CHECKING:
+    from crawler.storage.credentials import Credentials
 
 _TRANSFER_THREADS = 8
 _CHUNK = 4 * 1024 * 1024
@@ -39,23 +44,39 @@ def _region(cfg: StorageConfig) -> str:
     return cfg.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
 
 
+def filesystem_options(cfg: StorageConfig, credentials: Credentials | None = None) -> dict[str, object]:
+    """``pyarrow.fs.S3FileSystem`` arguments for ``storage``; given credentials win over this machine's chain."""
+    endpoint, region = _endpoint(cfg), _region(cfg)
+    options: dict[str, object] = {"region": region, "connect_timeout": 10, "request_timeout": 60}
+    if credentials:
+        options.update(access_key=credentials.access_key, secret_key=credentials.secret_key)
+        if credentials.token:
+            options["session_token"] = credentials.token
+    if endpoint:
+        parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+        options.update(endpoint_override=parts.netloc, scheme=parts.scheme)
+    return options
+
+
 class Bucket:
-    def __init__(self, remote: Remote, cfg: StorageConfig) -> None:
+    def __init__(self, remote: Remote, cfg: StorageConfig, *, by_reference: bool = False,
+                 credentials: Credentials | None = None) -> None:
         import boto3
         from botocore.config import Config
         from pyarrow import fs
 
         self.remote = remote
+        # Pull Parquet parts as references (crawler/storage/references.py): Spark executors read them in place.
+        self.by_reference = by_reference
         endpoint, region = _endpoint(cfg), _region(cfg)
+        # Given credentials (a Spark task's, from the driver) win over this machine's chain.
+        keys = {"aws_access_key_id": credentials.access_key, "aws_secret_access_key": credentials.secret_key,
+                "aws_session_token": credentials.token or None} if credentials else {}
         self._s3 = boto3.client(
-            "s3", endpoint_url=endpoint or None, region_name=region,
+            "s3", endpoint_url=endpoint or None, region_name=region, **keys,
             config=Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=10, read_timeout=60),
         )
-        options: dict[str, object] = {"region": region, "connect_timeout": 10, "request_timeout": 60}
-        if endpoint:
-            parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
-            options.update(endpoint_override=parts.netloc, scheme=parts.scheme)
-        self._fs = fs.S3FileSystem(**options)
+        self._fs = fs.S3FileSystem(**filesystem_options(cfg, credentials))
         self._fs_errors = (OSError,)
 
     def url(self, key: str) -> str:
@@ -121,6 +142,14 @@ class Bucket:
             except Exception as exc:  # noqa: BLE001
                 raise self._fail(batch[start]["Key"], exc) from exc
 
+    def names_starting(self, prefix: str) -> list[str]:
+        """Keys that start with ``prefix`` (any string, not only a folder), relative to it: one narrow listing."""
+        try:
+            pages = self._s3.get_paginator("list_objects_v2").paginate(Bucket=self.remote.bucket, Prefix=prefix)
+            return sorted(o["Key"][len(prefix):] for page in pages for o in page.get("Contents", []))
+        except Exception as exc:  # noqa: BLE001
+            raise self._fail(prefix, exc) from exc
+
     # Listing and bulk transfers (pyarrow.fs).
 
     def list(self, prefix: str) -> dict[str, int]:
@@ -161,6 +190,9 @@ class Bucket:
                 future.result()
 
     def _download_one(self, key: str, path: Path) -> None:
+        if self.by_reference and is_part(key):
+            write_reference(path, key)
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             with self._fs.open_input_stream(f"{self.remote.bucket}/{key}") as src, atomic_output(path) as temp, \
@@ -171,9 +203,22 @@ class Bucket:
             raise self._fail(key, exc) from exc
 
     def _upload_one(self, path: Path, key: str) -> None:
+        source = read_reference(path)
+        if source is not None:  # the data is in the bucket already: place it without passing through here
+            if source != key:
+                self.copy(source, key)
+                write_reference(path, key)  # the source may be scratch, deleted once all is published
+            return
         try:
             with open(path, "rb") as src, self._fs.open_output_stream(f"{self.remote.bucket}/{key}") as dst:
                 while chunk := src.read(_CHUNK):
                     dst.write(chunk)
         except OSError as exc:
             raise self._fail(key, exc) from exc
+
+    def copy(self, source: str, key: str) -> None:
+        """Copy an object inside the bucket (server-side: no data travels through this machine)."""
+        try:
+            self._fs.copy_file(f"{self.remote.bucket}/{source}", f"{self.remote.bucket}/{key}")
+        except OSError as exc:
+            raise self._fail(source, exc) from exc

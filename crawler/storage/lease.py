@@ -28,6 +28,15 @@ def owner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+class LeaseHeld(WebDbError):
+    """The lease is live and someone else's: who holds it, and until when (UTC, ISO 8601)."""
+
+    def __init__(self, message: str, owner: str, until: str) -> None:
+        super().__init__(message)
+        self.owner = owner
+        self.until = until
+
+
 class Lease:
     def __init__(self, bucket: Bucket, key: str, ttl: float, log: Any) -> None:
         self.bucket = bucket
@@ -63,10 +72,10 @@ class Lease:
         holder = _parse(held.data) if held else {}
         expires = float(holder.get("expires", 0))
         if held is not None and expires > time.time():
-            until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires))
-            raise WebDbError(
-                f"{self.bucket.url(self.key)}: locked by another job ({holder.get('owner', '?')}, lease until "
-                f"{until}); wait for it to finish or for the lease to expire, then run again")
+            until, owner = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires)), str(holder.get("owner", "?"))
+            raise LeaseHeld(
+                f"{self.bucket.url(self.key)}: locked by another job ({owner}, lease until "
+                f"{until}); wait for it to finish or for the lease to expire, then run again", owner, until)
         etag = self.bucket.put_if_match(self.key, self._body(), held.etag) if held else None
         if etag is None:
             raise WebDbError(f"{self.bucket.url(self.key)}: another job took the expired lease first; run again later")

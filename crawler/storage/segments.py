@@ -15,6 +15,15 @@ partition writes the outputs' ``_SUCCESS`` there. Of two machines finishing
 together at least the later one's listing holds both markers (a listing after
 a PUT sees it), and both writing ``_SUCCESS`` is harmless (``If-None-Match``).
 
+A fetch under partition leases (``fetch --partition I``, a Spark task) pulls
+the whole fetchlist but only the parts and markers of the partitions it leased,
+and publishes only those partitions' files. Its outputs' ``_SUCCESS`` is written
+by the bucket's completion check alone: one the local fetcher wrote (it saw a
+``_done`` here for every partition, maybe one a dead fetch left unpublished)
+is dropped, not published. The bucket is the truth for whatever a pull
+brought: a file the manifest says came from the bucket, unchanged since, and
+no longer there is removed from staging by the next pull.
+
 Deleting a segment from the bucket goes the other way: ``_SUCCESS`` first, then
 the other markers, then the parts, so no reader finds a marker whose parts are
 going.
@@ -23,6 +32,7 @@ going.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 from crawler.fetcher.resume import OUTPUTS as FETCH_OUTPUTS
@@ -35,6 +45,7 @@ SEGMENT_NAME = re.compile(r"^\d{8}T\d{9}Z$")
 _MARKER = "_"  # _SUCCESS, _done-NNNNN: the files that vouch for others
 _FETCHLIST_PART = re.compile(r"^fetchlist/part-(\d+)\.parquet$")
 _DONE = re.compile(r"^fetcher/_done-(\d+)$")
+_PARTITION_FILE = re.compile(r"^[^/]+/(?:part-|_done-)(\d+)\b")  # an output's part or marker of one partition
 
 
 def is_segment_name(name: str) -> bool:
@@ -44,6 +55,19 @@ def is_segment_name(name: str) -> bool:
 def _stamp(path: Path) -> list[int]:
     st = path.stat()
     return [st.st_size, st.st_mtime_ns]
+
+
+def _for_partitions(rel: str, partitions: Collection[int] | None) -> bool:
+    """Whether a fetch of ``partitions`` (None: all) pulls ``rel``: the whole fetchlist, its partitions' files."""
+    if partitions is None or rel.startswith("fetchlist/"):
+        return True
+    match = _PARTITION_FILE.match(rel)
+    return match is not None and int(match.group(1)) in partitions
+
+
+def _partitions_in(remote: Collection[str]) -> tuple[list[int], set[int]]:
+    partitions = sorted({int(m.group(1)) for rel in remote if (m := _FETCHLIST_PART.match(rel))})
+    return partitions, {int(m.group(1)) for rel in remote if (m := _DONE.match(rel))}
 
 
 def _marker_order(rel: str) -> tuple[bool, str]:
@@ -56,22 +80,43 @@ class SegmentSync:
         self.bucket = bucket
         self.dir = crawl_path / "segments"
         self.state_dir = crawl_path / STATE_DIR / "segments"
+        self.listed: list[str] | None = None  # the bucket's segment names as last listed
 
     def key(self, *parts: str) -> str:
         return self.bucket.remote.key("segments", *parts)
 
     def remote_names(self) -> list[str]:
-        return [n for n in self.bucket.children(self.key()) if is_segment_name(n)]
+        self.listed = [n for n in self.bucket.children(self.key()) if is_segment_name(n)]
+        return self.listed
+
+    def fetch_partitions(self, name: str) -> tuple[list[int], set[int]]:
+        """A segment's fetchlist partitions in the bucket, and those with a ``_done`` marker there."""
+        # Two narrow listings, not the whole segment's: a lease is taken before every partition's fetch.
+        found = [f"fetchlist/part-{rel}" for rel in self.bucket.names_starting(self.key(name, "fetchlist/part-"))]
+        found += [f"fetcher/_done-{rel}" for rel in self.bucket.names_starting(self.key(name, "fetcher", "_done-"))]
+        return _partitions_in(found)
 
     def _manifest_path(self, name: str) -> Path:
         return self.state_dir / f"{name}.json"
 
-    def pull(self, names: list[str]) -> None:
-        """Bring each named segment's remote files into staging: parts first, then markers."""
+    def pull(self, names: list[str], partitions: Collection[int] | None = None,
+             done_elsewhere: Collection[int] = ()) -> None:
+        """Make each named segment's staging copy the bucket's (parts first, then markers), keeping unpublished files.
+
+        With ``partitions``: only the fetchlist and those partitions' parts and markers. Unpublished files of
+        ``done_elsewhere`` partitions (left by a fetch that died here, then done by another) are dropped.
+        """
         for name in names:
             local = self.dir / name
-            objects = self.bucket.list(self.key(name))
+            self._drop_leftovers(name, done_elsewhere)
+            listing = self.bucket.list(self.key(name))
+            objects = {rel: size for rel, size in listing.items() if _for_partitions(rel, partitions)}
             manifest = read_state(self._manifest_path(name))
+            for rel in [r for r in manifest if r not in listing]:
+                if (local / rel).is_file() and manifest[rel] == _stamp(local / rel):
+                    (local / rel).unlink()  # gone from the bucket (a rewritten output, a retracted part)
+                if not (local / rel).is_file():
+                    del manifest[rel]
             wanted = [rel for rel, size in objects.items()
                       if not (local / rel).is_file() or (local / rel).stat().st_size != size]
             parts = [r for r in wanted if not r.rsplit("/", 1)[-1].startswith(_MARKER)]
@@ -84,13 +129,39 @@ class SegmentSync:
                     manifest[rel] = _stamp(local / rel)
             write_state(self._manifest_path(name), manifest)
 
-    def publish(self) -> list[str]:
-        """Upload what changed in staging since it was pulled or published; the segments touched."""
+    def _unpublished_files(self, name: str) -> dict[str, int]:
+        """Files of a staging segment that belong to one fetch partition and are not as pulled/published: rel -> it."""
+        local = self.dir / name
+        if not local.is_dir():
+            return {}
+        manifest = read_state(self._manifest_path(name))
+        found = {}
+        for rel in (*self._files(local, marker=False), *self._files(local, marker=True)):
+            match = _PARTITION_FILE.match(rel)
+            if match and manifest.get(rel) != _stamp(local / rel):
+                found[rel] = int(match.group(1))
+        return found
+
+    def unpublished_partitions(self, name: str) -> set[int]:
+        return set(self._unpublished_files(name).values())
+
+    def _drop_leftovers(self, name: str, partitions: Collection[int]) -> None:
+        for rel, partition in self._unpublished_files(name).items() if partitions else ():
+            if partition in partitions:
+                (self.dir / name / rel).unlink(missing_ok=True)
+
+    def publish(self, only: dict[str, Collection[int]] | None = None) -> list[str]:
+        """Upload what changed in staging since it was pulled or published; the segments touched.
+
+        ``only`` maps a segment to the partitions whose files may be published (a fetch publishes only what it
+        leased: anything else of that segment in staging is another process's, or a dead one's).
+        """
         touched = []
         if not self.dir.is_dir():
             return touched
         for local in sorted(p for p in self.dir.iterdir() if p.is_dir() and is_segment_name(p.name)):
-            if self._publish_one(local):
+            partitions = (only or {}).get(local.name)
+            if self._publish_one(local, partitions):
                 touched.append(local.name)
             # Also untouched: the machine that published the last marker may have died before it could look.
             self._finish_partitioned_fetch(local)
@@ -101,13 +172,16 @@ class SegmentSync:
         fetcher = local / "fetcher"
         if (fetcher / SUCCESS).exists() or not any(fetcher.glob("_done-*")):
             return False  # a whole fetch marked itself; a fetch that finished no partition has nothing to add
-        remote = self.bucket.list(self.key(local.name))
-        partitions = {m.group(1) for rel in remote if (m := _FETCHLIST_PART.match(rel))}
-        done = {m.group(1) for rel in remote if (m := _DONE.match(rel))}
-        if f"fetcher/{SUCCESS}" in remote or not partitions or not partitions <= done:
+        return self.complete_fetch(local.name)
+
+    def complete_fetch(self, name: str) -> bool:
+        """Write the fetch outputs' ``_SUCCESS`` in the bucket if every fetchlist partition is ``_done`` there."""
+        remote = self.bucket.list(self.key(name))
+        partitions, done = _partitions_in(remote)
+        if f"fetcher/{SUCCESS}" in remote or not partitions or not set(partitions) <= done:
             return False
         for output in sorted(FETCH_OUTPUTS, key=lambda o: o == "fetcher"):  # fetcher/_SUCCESS, the one read, last
-            self.bucket.put_if_absent(self.key(local.name, output, SUCCESS), b"")
+            self.bucket.put_if_absent(self.key(name, output, SUCCESS), b"")
         return True
 
     def delete(self, names: list[str]) -> None:
@@ -136,6 +210,15 @@ class SegmentSync:
             self._remove_staging(name)
         return removed
 
+    def forget_gone(self, remote: list[str]) -> list[str]:
+        """Remove staging segments the bucket no longer has (pruned elsewhere) that hold nothing unpublished."""
+        if not self.dir.is_dir():
+            return []
+        gone = sorted(p.name for p in self.dir.iterdir()
+                      if p.is_dir() and is_segment_name(p.name) and p.name not in set(remote)
+                      and self._manifest_path(p.name).exists())
+        return self.evict(gone)
+
     def _remove_staging(self, name: str) -> None:
         # Renamed out of the way first: a half-removed copy must never be published (it would retract parts).
         if (self.dir / name).exists():
@@ -144,12 +227,14 @@ class SegmentSync:
             remove_tree(gone)
         self._manifest_path(name).unlink(missing_ok=True)
 
-    def _publish_one(self, local: Path) -> bool:
+    def _publish_one(self, local: Path, partitions: Collection[int] | None = None) -> bool:
         name = local.name
         manifest = read_state(self._manifest_path(name))
         # Markers are listed before parts: a marker seen here was written after its parts, so they are seen too.
-        markers = self._files(local, marker=True)
-        parts = self._files(local, marker=False)
+        if partitions is not None:
+            self._unmark_outputs(local, manifest)
+        markers = [r for r in self._files(local, marker=True) if _for_partitions(r, partitions)]
+        parts = [r for r in self._files(local, marker=False) if _for_partitions(r, partitions)]
         changed_parts = [r for r in parts if manifest.get(r) != _stamp(local / r)]
         changed_markers = sorted((r for r in markers if manifest.get(r) != _stamp(local / r)), key=_marker_order)
         if not changed_parts and not changed_markers:
@@ -161,6 +246,18 @@ class SegmentSync:
                 manifest[rel] = _stamp(local / rel)
         write_state(self._manifest_path(name), manifest)
         return True
+
+    @staticmethod
+    def _unmark_outputs(local: Path, manifest: dict) -> None:
+        """Under partition leases only the bucket's completion check writes ``_SUCCESS``: drop one written here.
+
+        The local fetcher writes it when it sees every partition's ``_done`` here, which may include one a dead
+        fetch left unpublished; the bucket's markers are the ones that count.
+        """
+        for output in FETCH_OUTPUTS:
+            rel = f"{output}/{SUCCESS}"
+            if (local / rel).is_file() and manifest.get(rel) != _stamp(local / rel):
+                (local / rel).unlink()
 
     def _retract_rewritten(self, name: str, local: Path, markers: list[str], present: set[str]) -> None:
         """An output completed again (re-parse, updatesegs) may have dropped parts: unmark it, delete the stale ones."""

@@ -9,7 +9,10 @@ must already be there), each version complete before its ``CURRENT`` moves.
 ``publish_round`` does the same publish between two rounds of ``crawl`` and
 daemon cycles, so a crash loses at most the round in progress. A writer ends by
 evicting from staging the segments both stores have merged, so the staging copy
-holds what is still in play, not the crawl's history.
+holds what is still in play, not the crawl's history; any other command that
+ends alone on the staging copy drops the segments it pulled (a fetch, once its
+partitions are published). A fetch first leases its partitions in the bucket
+(crawler/storage/partition_lease.py) and pulls and publishes only those.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from crawler.config import CrawlerConfig
+from crawler.config import CrawlerConfig, with_overrides
 from crawler.errors import StorageError
 from crawler.log import get_logger
 from crawler.storage.access import Access
@@ -64,25 +67,47 @@ SEGMENT_SELECTORS: dict[str, Callable[[Session, argparse.Namespace], list[str]]]
 }
 
 
+# How long a command waits for the staging lock: long enough for another command's closing eviction
+# (renames and deletes), far too short to wait out a writer, which is refused with a clear error instead.
+_LOCK_WAIT = 3.0
+
+
+def _flock(fd: int, mode: int, wait: float) -> bool:
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
+
 @contextmanager
 def _staging_lock(crawl_path: Path, exclusive: bool) -> Iterator[None]:
     """Writers have the staging copy to themselves; readers (and segment writers) share it."""
+    with _lock_if_free(crawl_path, exclusive, _LOCK_WAIT) as locked:
+        if not locked:
+            raise StorageError(f"{crawl_path}: staging copy in use by another command on this machine; wait for it, "
+                               "or give this one its own storage.staging_dir")
+        yield
+
+
+@contextmanager
+def _lock_if_free(crawl_path: Path, exclusive: bool, wait: float = 0.0) -> Iterator[bool]:
     lock = crawl_path / ".storage" / "lock"
     lock.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise StorageError(f"{crawl_path}: staging copy in use by another command on this machine; wait for it, "
-                               "or give this one its own storage.staging_dir") from None
-        yield
+        yield _flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, wait)
     finally:
         os.close(fd)
 
 
 class Session:
-    def __init__(self, cfg: CrawlerConfig, remote: Remote, access: Access, log: Any) -> None:
+    def __init__(self, cfg: CrawlerConfig, remote: Remote, access: Access, log: Any, *,
+                 by_reference: bool = False) -> None:
         from crawler.storage.bucket import Bucket
         from crawler.storage.files import FileSync
         from crawler.storage.lease import Lease
@@ -92,11 +117,13 @@ class Session:
         self.access = access
         self.log = log
         self.crawl_path = cfg.crawl_path
-        self.bucket = Bucket(remote, cfg.storage)
+        self.bucket = Bucket(remote, cfg.storage, by_reference=by_reference)
         self.segments = SegmentSync(self.bucket, self.crawl_path)
         self.files = FileSync(self.bucket, self.crawl_path)
         self.leases = {name: Lease(self.bucket, remote.key(name, ".lock"), cfg.storage.lease_ttl, log)
                        for name in access.writes}
+        self.partition_leases: Any = None  # PartitionLeases of a fetch, once taken
+        self.pulled: list[str] = []
 
     def store(self, name: str) -> Any:
         from crawler.storage.stores import StoreSync
@@ -109,19 +136,49 @@ class Session:
             for lease in self.leases.values():
                 lease.acquire()
                 stack.callback(lease.release)
+            self._lease_partitions(args, stack)  # before the staging copy is touched: a refused fetch leaves it as is
             self.crawl_path.mkdir(parents=True, exist_ok=True)
-            stack.enter_context(_staging_lock(self.crawl_path, exclusive=bool(self.access.writes)))
-            self.pull(args)
-            yield
-            self.publish()
-            if self.leases:  # only a writer has the staging copy to itself, so only it may empty it
-                self.evict()
+            with _staging_lock(self.crawl_path, exclusive=bool(self.access.writes)):
+                self.pull(args)
+                yield
+                self.publish()
+                if self.leases:  # only a writer has the staging copy to itself, so only it may empty it
+                    self.evict()
+            if not self.leases:
+                self.drop_pulled()
+
+    def _lease_partitions(self, args: argparse.Namespace, stack: ExitStack) -> None:
+        """A fetch leases the partitions it will fetch, and from then on fetches only those (done ones are skipped)."""
+        from crawler.storage.partition_lease import PartitionLeases
+
+        names = _names_from_args(self, args)
+        if not self.access.partitions or not names or getattr(args, self.access.partitions_on_executors, False):
+            return
+        leases = PartitionLeases(self.segments, names[0], self.cfg.storage.lease_ttl, self.log)
+        leased = leases.acquire(getattr(args, self.access.partitions, None))
+        stack.callback(leases.release)
+        self.partition_leases = leases
+        setattr(args, self.access.partitions, leased)
+        if leases.done:
+            self.log.info("storage.partitions_done", segment=names[0], partitions=leases.done)
 
     def pull(self, args: argparse.Namespace) -> None:
         t0 = time.monotonic()
         versions = {name: self.store(name).pull(writer=name in self.access.writes) for name in self.access.stores}
         names = SEGMENT_SELECTORS[self.access.segments](self, args)
-        self.segments.pull(names)
+        if self.segments.listed is not None:  # a reader of the listing must not see what the bucket dropped
+            self.segments.forget_gone(self.segments.listed)
+        if self.partition_leases is not None:
+            leases = self.partition_leases
+            # Unpublished files here of a partition another machine finished: a fetch that died here left them.
+            # Not while a lease is still held on it: a fetch sharing this staging copy may be publishing it.
+            leftovers = self.segments.unpublished_partitions(names[0]) & leases.done_in_bucket
+            self.segments.pull(names, partitions=sorted(leases.held), done_elsewhere=leases.unheld(leftovers))
+        elif self.access.partitions and getattr(args, self.access.partitions_on_executors, False):
+            self.segments.pull(names, partitions=())  # each Spark task pulls its own partition
+        else:
+            self.segments.pull(names)
+        self.pulled = names
         for dest in self.access.segment_args:
             setattr(args, dest, self._to_staging(getattr(args, dest, None)))
         self.files.pull(self.access.files)
@@ -138,13 +195,39 @@ class Session:
 
     def publish(self) -> None:
         t0 = time.monotonic()
-        segments = self.segments.publish() if self.access.writes_segments else []
+        if self.partition_leases is not None:
+            self.partition_leases.verify()
+        only = {self.pulled[0]: sorted(self.partition_leases.held)} if self.partition_leases is not None else None
+        segments = self.segments.publish(only) if self.access.writes_segments else []
+        if self.partition_leases is not None and not self.partition_leases.held:
+            # Nothing was left to fetch, so no local _done led publish to check: the last finisher may have died.
+            self.segments.complete_fetch(self.pulled[0])
         versions = {name: self.store(name).publish(self.leases[name].verify)
                     for name in STORE_PUBLISH_ORDER if name in self.leases}
         files = self.files.publish()
         if segments or files or any(versions.values()):  # a reader publishes nothing: no line for it
             self.log.info("storage.published", crawl_dir=self.bucket.remote.url, versions=versions,
                           segments=segments, files=files, seconds=round(time.monotonic() - t0, 3))
+
+    def drop_pulled(self) -> None:
+        """A command that leases no store drops the segments it pulled once published, if it is alone in staging.
+
+        So a fetch machine's disk holds what is being fetched, and a reader leaves no copy behind that a later
+        command could take for the bucket's; a store it read keeps the versions a writer's staging copy keeps. Another command still using the staging copy (a fetch of another
+        partition, a reader) keeps them: of two fetches of one segment, the later to end drops it.
+        """
+        from crawler.storage.stores import KEEP_REMOTE_VERSIONS
+        from crawler.webdb.store import VersionedStore
+
+        with _lock_if_free(self.crawl_path, exclusive=True) as alone:
+            if not alone:
+                return
+            removed = self.segments.evict(self.pulled)
+            for name in self.access.reads:  # versions a reader pulled before: as many as a writer keeps
+                if (self.crawl_path / name).is_dir():
+                    VersionedStore(self.crawl_path / name).prune(keep=KEEP_REMOTE_VERSIONS)
+        if removed:
+            self.log.info("storage.evicted", crawl_dir=self.bucket.remote.url, segments=removed)
 
     def evict(self) -> None:
         """Drop from staging the segments both stores have merged: nothing pulls them again unless it names them."""
@@ -159,14 +242,62 @@ class Session:
 
 
 @contextmanager
-def staged(cfg: CrawlerConfig, args: argparse.Namespace, access: Access | None) -> Iterator[None]:
-    """Run a command on a remote crawl_dir through its staging copy; nothing at all for a local one."""
+def staged(cfg: CrawlerConfig, args: argparse.Namespace, access: Access | None) -> Iterator[CrawlerConfig]:
+    """Run a command on a remote crawl_dir through its staging copy; nothing at all for a local one.
+
+    Yields the config to run the command with: its ``crawl_path`` is where the command finds its files.
+    """
     remote = parse_remote(cfg.crawl_dir)
     if remote is None or access is None:
-        yield
+        yield cfg
+        return
+    if access.engine_io and cfg.jobs.engine == "spark":
+        with _staged_by_reference(cfg, remote, access, args) as run_cfg:
+            yield run_cfg
+        return
+    if getattr(args, "steps_staged", False) and staged_by_step(cfg):
+        with _crawl_lease(cfg, remote):  # crawl: each step stages itself, as its own command (commands/cycle.py)
+            yield cfg
         return
     with Session(cfg, remote, access, get_logger(component="storage")).run(args):
+        yield cfg
+
+
+@contextmanager
+def _crawl_lease(cfg: CrawlerConfig, remote: Remote) -> Iterator[None]:
+    """One crawl staged by step per crawl_dir: it holds no store's lease between steps, and a second crawl would
+    resume (fetch, merge) the segment the first is working on."""
+    from crawler.storage.bucket import Bucket
+    from crawler.storage.lease import Lease
+
+    lease = Lease(Bucket(remote, cfg.storage), remote.key("crawl.lock"), cfg.storage.lease_ttl,
+                  get_logger(component="storage"))
+    lease.acquire()
+    try:
         yield
+    finally:
+        lease.release()
+
+
+def staged_by_step(cfg: CrawlerConfig) -> bool:
+    """Spark jobs over a bucket go by reference and the fetch by copy, so a command running both stages each step."""
+    return cfg.jobs.engine == "spark" and parse_remote(cfg.crawl_dir) is not None
+
+
+@contextmanager
+def _staged_by_reference(cfg: CrawlerConfig, remote: Remote, access: Access,
+                         args: argparse.Namespace) -> Iterator[CrawlerConfig]:
+    """A Spark job's command: the driver pulls references, the executors read and write the bucket."""
+    from crawler.storage.references import mark_reference_tree, scratch_prefix, tree_staging_dir
+
+    run_cfg = with_overrides(cfg, storage={"staging_dir": tree_staging_dir(cfg.storage.staging_dir)})
+    session = Session(run_cfg, remote, access, get_logger(component="storage"), by_reference=True)
+    mark_reference_tree(run_cfg.crawl_path)
+    with session.run(args):
+        yield run_cfg
+    # Only once all is published: until then references in the tree may still name scratch objects.
+    scratch = scratch_prefix(remote)
+    session.bucket.delete(f"{scratch}/{rel}" for rel in session.bucket.list(scratch))
 
 
 def publish_round(cfg: CrawlerConfig) -> None:
