@@ -7,42 +7,51 @@ serialise with fetching on one core. A ParsePool keeps
 (``crawler crawl`` keeps one pool for all its rounds, so the ~0.5 s start of a
 process is paid once). The writer is separate so that a part being written
 (up to ``fetcher.commit_records`` records) never holds up the pages waiting to
-be parsed. Each
-worker builds its own ParserDispatch from the config; the fetcher sends the
-body, URL and content type, and gets the segment rows back (plain dicts and
-lists, cheap to pickle), exactly what ``parse_rows`` gives in-process.
+be parsed.
 
-Calls are batched: pages that arrive while a batch is in flight go out
-together in the next one, so the per-call IPC cost is shared when pages come
-fast and no page waits for a batch to fill when they come slowly.
+A page crosses processes once: the fetch process sends the response to a
+parse process, which parses it, encodes its WARC records and hands the
+segment rows and records straight to the writer, answering the fetch process
+with only the parse status. At a commit the fetch process sends the writer
+its fetcher rows and the keys of the pages the writer holds, in order; the
+writer writes the part exactly as ``write_part`` does in-process. Everything
+goes through plain pipes read from the event loop (``add_reader``): no feeder
+or manager threads, one pickle per page each way. (A ProcessPoolExecutor here
+cost the fetch process more CPU per page than parsing in it: its two threads
+and the text crossing twice, parse process -> fetch -> writer.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
+import fcntl
+import itertools
 import multiprocessing
+import os
+import pickle
+import signal
+import struct
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from typing import Any, TypeVar
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import Connection, wait
+from typing import Any
 
 from crawler.config import CrawlerConfig
-from crawler.fetcher.records import parse_rows
+from crawler.errors import CrawlerError
+from crawler.fetcher.records import body_digest, parse_rows
 from crawler.parsers.dispatch import ParserDispatch
+from crawler.protocols.base import Response
+from crawler.segments.writer import http_records, write_part
 
 Rows = tuple[dict[str, Any], dict[str, Any], str]  # parse_text row, parse_data row, parse status
 
-T = TypeVar("T")
+# A pipe this large (Linux's default /proc/sys/fs/pipe-max-size) holds ~30 pages of ~30 kB: the fetch
+# process never sends more than it holds, so a send never blocks the event loop.
+_PIPE_BYTES = 1 << 20
 _MAX_BATCH = 32
-_dispatch: ParserDispatch | None = None  # one per worker process
-
-
-def _init_worker(cfg: CrawlerConfig) -> None:
-    global _dispatch
-    _dispatch = ParserDispatch(cfg)
-
-
-def _ready() -> bool:
-    return _dispatch is not None
 
 
 def parse_to_rows(dispatch: ParserDispatch, body: bytes, url: str, content_type: str | None) -> Rows:
@@ -51,67 +60,282 @@ def parse_to_rows(dispatch: ParserDispatch, body: bytes, url: str, content_type:
     return parse_text, parse_data, parsed.status
 
 
-def _parse_batch(items: list[tuple[bytes, str, str | None]]) -> list[Rows]:
-    assert _dispatch is not None
-    return [parse_to_rows(_dispatch, body, url, ctype) for body, url, ctype in items]
+def archived(response: Response) -> Response | bytes:
+    """What the writer archives for a response: its WARC records, or (not HTTP) the response for warcio."""
+    if response.url.startswith(("http:", "https:")):
+        return http_records(response)
+    return dataclasses.replace(response, body=b"") if response.body is not response.raw_body else response
+
+
+def _pipe() -> tuple[Connection, Connection]:
+    receiver, sender = multiprocessing.get_context("spawn").Pipe(duplex=False)
+    with contextlib.suppress(OSError):  # a lower pipe-max-size: the default 64 kB, sends just block sooner
+        fcntl.fcntl(sender.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+    return receiver, sender
+
+
+def _transportable(exc: BaseException) -> BaseException:
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:  # noqa: BLE001 - any exception that does not survive the trip is told by its repr
+        return CrawlerError(repr(exc))
+    return exc
+
+
+def _parse_worker(cfg: CrawlerConfig, jobs: Connection, replies: Connection, writer: Connection) -> None:
+    """A parse process: pages in, rows and WARC records to the writer, the parse statuses back.
+
+    It takes every job already waiting (up to ``_MAX_BATCH``) and answers them with one message to the
+    writer and one to the fetch process: when pages come fast, the wake-ups and pipe calls are shared.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the process group; the fetch process decides
+    dispatch = ParserDispatch(cfg)
+    while True:
+        try:
+            batch = [jobs.recv_bytes()]
+        except EOFError:
+            return
+        with contextlib.suppress(EOFError):  # the fetch process closed the pool: these are answered first
+            while len(batch) < _MAX_BATCH and jobs.poll():
+                batch.append(jobs.recv_bytes())
+        to_writer: list[tuple[int, Any, Any, Any]] = []
+        answers = [_job(dispatch, pickle.loads(job), to_writer) for job in batch]
+        # To the writer before the answers: the fetch process commits a key only once answered, and by
+        # then the writer's pipe holds the page.
+        if to_writer:
+            writer.send_bytes(pickle.dumps(to_writer, protocol=5))
+        replies.send_bytes(pickle.dumps(answers, protocol=5))
+
+
+def _job(dispatch: ParserDispatch, job: tuple[Any, ...], to_writer: list[tuple[int, Any, Any, Any]]) -> Any:
+    kind, key = job[0], job[1]
+    try:
+        if kind == "rows":
+            _, _, body, url, ctype = job
+            return key, parse_to_rows(dispatch, body, url, ctype), None
+        _, _, url, response, ctype, parse, sitemaps = job
+        parse_text = parse_data = status = digest = error = None
+        if parse:
+            digest = body_digest(response.body)
+            try:
+                parse_text, parse_data, status = parse_to_rows(dispatch, response.body, url, ctype)
+            except CrawlerError as exc:  # the page is archived all the same, without parse rows
+                error = str(exc)
+            if status == "success" and sitemaps:
+                parse_data["outlinks"] += [{"url": u, "anchor": "sitemap"} for u in sitemaps]
+        to_writer.append((key, archived(response), parse_text, parse_data))
+        return key, (status, digest, error), None
+    except Exception as exc:  # noqa: BLE001 - the fetch process handles it as if raised there
+        return key, None, _transportable(exc)
+
+
+def _writer(commits: Connection, done: Connection, pages: list[Connection]) -> None:
+    """The writer process: keeps the pages from the parse processes until a commit writes them into a part."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    held: dict[int, tuple[Any, dict[str, Any] | None, dict[str, Any] | None]] = {}
+    waiting: deque[tuple[int, Callable[..., None], tuple[Any, ...]]] = deque()
+    live = [commits, *pages]
+    while commits in live:
+        for conn in wait(live):
+            try:
+                message = pickle.loads(conn.recv_bytes())  # type: ignore[union-attr]
+            except EOFError:
+                live.remove(conn)
+                continue
+            if conn is commits:
+                waiting.append(message)
+            else:
+                held.update((page[0], page[1:]) for page in message)
+        # Every key of a commit is in ``held`` or still in a parse process's pipe (sent before its answer).
+        while waiting and all(k in held for k in _keys(waiting[0])):
+            call, fn, args = waiting.popleft()
+            try:
+                if fn is write_part:
+                    _resolve(args[3], held)
+                fn(*args)
+                reply = (call, None, None)
+            except Exception as exc:  # noqa: BLE001 - raised in the fetch process, as an executor would
+                reply = (call, None, _transportable(exc))
+            done.send_bytes(pickle.dumps([reply], protocol=5))
+
+
+def _keys(commit: tuple[int, Callable[..., None], tuple[Any, ...]]) -> list[int]:
+    _, fn, args = commit
+    return [r for r in args[3].responses if isinstance(r, int)] if fn is write_part else []
+
+
+def _resolve(batch: Any, held: dict[int, tuple[Any, Any, Any]]) -> None:
+    """Put the pages the writer holds in place of their keys, and their rows in the same order."""
+    for i, item in enumerate(batch.responses):
+        if isinstance(item, int):
+            record, parse_text, parse_data = held.pop(item)
+            batch.responses[i] = record
+            if parse_text is not None:
+                batch.parse_text.append(parse_text)
+            if parse_data is not None:
+                batch.parse_data.append(parse_data)
+
+
+def _write_all(fd: int, frames: list[bytes]) -> None:
+    while frames:
+        written = os.writev(fd, frames[:1024])  # IOV_MAX
+        while frames and written >= len(frames[0]):
+            written -= len(frames[0])
+            frames.pop(0)
+        if written:
+            frames[0] = frames[0][written:]
+
+
+class _Link:
+    """A pipe pair to one child, driven from the event loop: sends never block, answers wake futures."""
+
+    def __init__(self, name: str, jobs: Connection, replies: Connection) -> None:
+        self.name = name
+        self.jobs, self.replies = jobs, replies
+        self.sizes: dict[int, int] = {}  # sent, not yet answered (they may outlive an event loop)
+        self.futures: dict[int, asyncio.Future[Any]] = {}
+        self.queued: deque[tuple[int, bytes]] = deque()
+        self.in_pipe = 0
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.reading = False
+        self.flushing = False
+        self.dead = False
+
+    def call(self, key: int, data: bytes) -> asyncio.Future[Any]:
+        """Send a pickled message; the future of its answer."""
+        loop = asyncio.get_running_loop()
+        if loop is not self.loop:  # a new round of `crawl` runs a new event loop; the old one is gone
+            self.loop, self.futures, self.queued, self.reading, self.flushing = loop, {}, deque(), False, False
+        if self.dead:
+            raise BrokenProcessPool(f"the {self.name} process died")
+        future: asyncio.Future[Any] = loop.create_future()
+        self.futures[key] = future
+        self.queued.append((key, data))
+        if not self.flushing:  # the jobs of one turn of the loop go out in one write
+            self.flushing = True
+            loop.call_soon(self._send)
+        return future
+
+    def _send(self) -> None:
+        self.flushing = False
+        frames: list[bytes] = []
+        while self.queued:
+            key, data = self.queued[0]
+            if self.in_pipe and self.in_pipe + len(data) > _PIPE_BYTES:
+                break
+            self.queued.popleft()
+            frames += [struct.pack("!i", len(data)), data]  # Connection.send_bytes's framing, for recv_bytes
+            self.sizes[key] = len(data)
+            self.in_pipe += len(data)
+        try:
+            _write_all(self.jobs.fileno(), frames)
+        except OSError:
+            self._died()
+            return
+        if self.sizes and not self.reading:
+            assert self.loop is not None
+            self.loop.add_reader(self.replies.fileno(), self._answers)
+            self.reading = True
+
+    def _answers(self) -> None:
+        try:
+            while self.replies.poll():
+                for key, result, exc in pickle.loads(self.replies.recv_bytes()):
+                    self.in_pipe -= self.sizes.pop(key, 0)
+                    future = self.futures.pop(key, None)
+                    if future is None or future.done():
+                        continue
+                    if exc is not None:
+                        future.set_exception(exc)
+                    else:
+                        future.set_result(result)
+        except (EOFError, OSError):
+            self._died()
+            return
+        self._send()
+        if not self.sizes and self.reading:
+            assert self.loop is not None
+            self.loop.remove_reader(self.replies.fileno())
+            self.reading = False
+
+    def _died(self) -> None:
+        self.dead = True
+        if self.reading and self.loop is not None:
+            self.loop.remove_reader(self.replies.fileno())
+            self.reading = False
+        for future in self.futures.values():
+            if not future.done():
+                future.set_exception(BrokenProcessPool(f"the {self.name} process died"))
+        self.futures, self.queued, self.sizes, self.in_pipe = {}, deque(), {}, 0
 
 
 class ParsePool:
-    """Worker processes that parse; ``await pool.parse(...)`` from any event loop, ``close()`` when done."""
+    """Parse and writer processes; ``await pool.page(...)`` / ``pool.offload(...)`` from any event loop."""
 
     def __init__(self, cfg: CrawlerConfig, processes: int) -> None:
         self.processes = processes
-        self._executor = ProcessPoolExecutor(
-            processes, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker, initargs=(cfg,)
-        )
-        self._writer = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-        # Start every worker now (they import and build their parsers while the caller does other work).
-        self._warm = [self._executor.submit(_ready) for _ in range(processes)] + [self._writer.submit(_ready)]
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._pending: list[tuple[tuple[bytes, str, str | None], asyncio.Future[Rows]]] = []
-        self._in_flight = 0
+        context = multiprocessing.get_context("spawn")
+        self._keys = itertools.count()
+        commits, commit_sender = _pipe()
+        done, done_sender = _pipe()
+        to_writer = [_pipe() for _ in range(processes)]
+        self._children: list[Any] = []
+        self._parsers: list[_Link] = []
+        ends: list[Connection] = [commits, done_sender]
+        for i in range(processes):
+            jobs, job_sender = _pipe()
+            replies, reply_sender = _pipe()
+            self._children.append(context.Process(target=_parse_worker, name=f"parse-{i}", daemon=True,
+                                                  args=(cfg, jobs, reply_sender, to_writer[i][1])))
+            self._parsers.append(_Link(f"parse-{i}", job_sender, replies))
+            ends += [jobs, reply_sender, *to_writer[i]]
+        self._children.append(context.Process(target=_writer, name="part-writer", daemon=True,
+                                              args=(commits, done_sender, [r for r, _ in to_writer])))
+        self._writer = _Link("part writer", commit_sender, done)
+        for child in self._children:
+            child.start()
+        for end in ends:  # the children hold them now; closed here, a child's death reads as EOF
+            end.close()
+
+    async def page(self, url: str, response: Response, content_type: str | None, parse: bool,
+                   sitemaps: list[str]) -> tuple[int, tuple[str | None, str | None, str | None]]:
+        """Hand a response to the pool: its key for the part writer, and if ``parse`` (a success) its parse
+        status, body digest and parse error (the page is archived even if its parse failed)."""
+        if not parse and response.body is not response.raw_body:
+            response = dataclasses.replace(response, body=b"")  # the archive keeps the bytes as served
+        key = next(self._keys)
+        # One pickle: a body that is the raw body (sent identity-encoded) goes once.
+        data = pickle.dumps(("page", key, url, response, content_type, parse, sitemaps), protocol=5)
+        return key, await self._least_busy().call(key, data)
 
     async def parse(self, body: bytes, url: str, content_type: str | None) -> Rows:
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop:  # a new round of `crawl` runs a new event loop
-            self._loop, self._pending, self._in_flight = loop, [], 0
-        future: asyncio.Future[Rows] = loop.create_future()
-        self._pending.append(((body, url, content_type), future))
-        if self._in_flight < self.processes:
-            self._send()
-        return await future
+        """Parse in a parse process and return the rows (nothing goes to the writer)."""
+        key = next(self._keys)
+        data = pickle.dumps(("rows", key, body, url, content_type), protocol=5)
+        result: Rows = await self._least_busy().call(key, data)
+        return result
 
-    def _send(self) -> None:
-        batch, self._pending = self._pending[:_MAX_BATCH], self._pending[_MAX_BATCH:]
-        if not batch:
-            return
-        assert self._loop is not None
-        self._in_flight += 1
-        call = self._loop.run_in_executor(self._executor, _parse_batch, [item for item, _ in batch])
-        call.add_done_callback(lambda done: self._finished(done, [f for _, f in batch]))
+    def _least_busy(self) -> _Link:
+        live = [link for link in self._parsers if not link.dead]
+        if not live:
+            raise BrokenProcessPool("every parse process died")
+        return min(live, key=lambda link: link.in_pipe)
 
-    def _finished(self, done: asyncio.Future[list[Rows]], futures: list[asyncio.Future[Rows]]) -> None:
-        self._in_flight -= 1
-        exc = None if done.cancelled() else done.exception()
-        for i, future in enumerate(futures):
-            if future.done():
-                continue
-            if done.cancelled():
-                future.cancel()
-            elif exc is not None:
-                future.set_exception(exc)
-            else:
-                future.set_result(done.result()[i])
-        while self._pending and self._in_flight < self.processes:
-            self._send()
-
-    async def offload(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(*args)`` (picklable) in the writer process."""
-        return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
+    async def offload(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` (picklable) in the writer process; ``write_part``'s page keys become the pages."""
+        call = next(self._keys)
+        return await self._writer.call(call, pickle.dumps((call, fn, args), protocol=5))
 
     def close(self) -> None:
-        self._executor.shutdown(wait=True, cancel_futures=True)
-        self._writer.shutdown(wait=True, cancel_futures=True)
+        for link in [*self._parsers, self._writer]:
+            link.jobs.close()  # EOF: each child finishes what it was sent, then exits
+        for child in self._children:
+            child.join(timeout=30)
+            if child.is_alive():
+                child.terminate()
+                child.join()
+        for link in [*self._parsers, self._writer]:
+            link.replies.close()
 
     def __enter__(self) -> ParsePool:
         return self

@@ -24,7 +24,9 @@ def fetch_row(
     response: Response | None = None,
     redirect_url: str | None = None,
     fetch_time: datetime | None = None,
+    digest: bool = True,
 ) -> dict[str, Any]:
+    """``digest=False``: the caller fills ``digest`` (a parse process computes it, off the fetch process)."""
     row: dict[str, Any] = {
         "url": entry["url"],
         "host": entry["host"],
@@ -51,9 +53,13 @@ def fetch_row(
             last_modified=response.header("Last-Modified"),
             etag=response.header("ETag"),
         )
-        if status == FetchStatus.SUCCESS:
-            row["digest"] = hashlib.md5(response.body).hexdigest()
+        if status == FetchStatus.SUCCESS and digest:
+            row["digest"] = body_digest(response.body)
     return row
+
+
+def body_digest(body: bytes) -> str:
+    return hashlib.md5(body).hexdigest()
 
 
 def parse_rows(url: str, parse: ParseResult) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -35,7 +35,7 @@ from crawler.fetcher.parsepool import ParsePool, parse_to_rows
 from crawler.fetcher.politeness import SharedPoliteness
 from crawler.fetcher.progress import Counters, ProgressReporter, use_progress_bar
 from crawler.fetcher.queuekey import queue_key_for
-from crawler.fetcher.records import fetch_row
+from crawler.fetcher.records import body_digest, fetch_row
 from crawler.fetcher.redirects import HeldUrls, RedirectPolicy
 from crawler.fetcher.resume import OUTPUTS, clear_leftovers, committed_urls
 from crawler.fetcher.robots import RobotsCache, RobotsRules
@@ -389,36 +389,54 @@ class Fetcher:
                 hop, not_followed = self.redirects.hop(entry, redirect)
                 if hop is None:
                     reason += f"; not followed: {not_followed}"
-        row = fetch_row(entry, status, reason=reason, response=response, redirect_url=redirect)
-        parse_text = parse_data = None
-        if status == FetchStatus.SUCCESS and (self.parsers is not None or self.parse_pool is not None):
+        row = fetch_row(entry, status, reason=reason, response=response, redirect_url=redirect,
+                        digest=self.parse_pool is None)
+        parse_text = parse_data = stored = None
+        if self.parse_pool is not None:
+            stored = await self._to_pool(entry["url"], response, rules, row)
+        elif status == FetchStatus.SUCCESS and self.parsers is not None:
             try:
-                if self.parse_pool is not None:
-                    parse_text, parse_data, parse_status = await self.parse_pool.parse(
-                        response.body, entry["url"], response.header("Content-Type"))
-                else:
-                    assert self.parsers is not None
-                    parse_text, parse_data, parse_status = parse_to_rows(
-                        self.parsers, response.body, entry["url"], response.header("Content-Type"))
-            except (CrawlerError, BrokenProcessPool) as exc:
+                parse_text, parse_data, parse_status = parse_to_rows(
+                    self.parsers, response.body, entry["url"], response.header("Content-Type"))
+            except CrawlerError as exc:
                 self.log.warning("parse.error", error=str(exc))
             else:
                 if parse_status == "success" and rules.sitemaps:
                     # robots.txt Sitemap: lines reach updatedb as outlinks of the host's first parsed page.
                     parse_data["outlinks"] += [{"url": u, "anchor": "sitemap"} for u in rules.sitemaps]
                     rules.sitemaps = []
-        self._record(entry, row, response, parse_text, parse_data)
+        self._record(entry, row, response, parse_text, parse_data, stored=stored)
         if hop is not None:
             # Pushed before this entry is released, so the dispatcher cannot finish in between.
             self.queues.push(await self.queue_key.key(hop["host"]), hop)
 
+    async def _to_pool(self, url: str, response: Response, rules: RobotsRules, row: dict[str, Any]) -> int | None:
+        """Hand the page to the parse pool (parsed and digested if a success); the key its writer keeps it
+        under, or None if the pool failed (logged: the page is then archived without parse rows)."""
+        assert self.parse_pool is not None
+        parse = row["status"] == FetchStatus.SUCCESS
+        # Taken now, not once parsed: the host's next page may reach the pool before this one answers.
+        sitemaps, rules.sitemaps = (rules.sitemaps, []) if parse else ([], rules.sitemaps)
+        stored = parse_status = None
+        try:
+            stored, (parse_status, digest, error) = await self.parse_pool.page(
+                url, response, response.header("Content-Type"), parse, sitemaps)
+        except BrokenProcessPool as exc:
+            error, digest = str(exc), body_digest(response.body) if parse else None
+        if error is not None:
+            self.log.warning("parse.error", error=error)
+        row["digest"] = digest
+        if parse_status != "success" and sitemaps:
+            rules.sitemaps = sitemaps + rules.sitemaps  # for the host's next parsed page
+        return stored
+
 
     def _record(self, entry: dict[str, Any], row: dict[str, Any], response: Response | None = None,
                 parse_text: dict[str, Any] | None = None, parse_data: dict[str, Any] | None = None,
-                error_kind: str | None = None) -> None:
+                error_kind: str | None = None, stored: int | None = None) -> None:
         row["redirect_source"] = entry.get("redirect_source")
         row["redirect_hop"] = entry.get("redirect_hop")
-        self.writers[entry["partition"]].add(row, response, parse_text, parse_data)
+        self.writers[entry["partition"]].add(row, response, parse_text, parse_data, stored)
         self.report.fetched += 1
         self.counters.fetched += 1
         self.report.by_status[row["status"]] = self.report.by_status.get(row["status"], 0) + 1

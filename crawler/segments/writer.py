@@ -15,8 +15,9 @@ order included; a test holds the two byte-equal once decompressed), at a fractio
 of the CPU (warcio builds each record through streams, spooled files and a
 digester in Python), deflated at level 1 (bodies sent compressed: stored).
 warcio still writes warcinfo and resource records.
-With ``fetcher.parse_processes`` the encoding and writing of a part runs in a
-worker process (``write_part``), off the fetch process's CPU entirely.
+With ``fetcher.parse_processes`` the records are encoded in the parse processes
+and the part is written in the pool's writer process (``write_part``), off the
+fetch process's CPU entirely.
 """
 
 from __future__ import annotations
@@ -141,7 +142,10 @@ def http_records(response: Response) -> bytes:
             + _gzip_member(request_head, request_http, b"\r\n\r\n"))
 
 
-def warc_records(writer: WARCWriter, response: Response) -> None:
+def warc_records(writer: WARCWriter, response: Response | bytes) -> None:
+    if isinstance(response, bytes):  # encoded by a parse process (crawler/fetcher/parsepool.py)
+        writer.out.write(response)
+        return
     if response.url.startswith(("http:", "https:")):
         writer.out.write(http_records(response))
         return
@@ -156,7 +160,8 @@ class _Pending:
     fetcher: list[dict[str, Any]] = field(default_factory=list)
     parse_text: list[dict[str, Any]] = field(default_factory=list)
     parse_data: list[dict[str, Any]] = field(default_factory=list)
-    responses: list[Response] = field(default_factory=list)
+    # A Response, its WARC records, or the key of a page a ParsePool's writer holds (with its rows).
+    responses: list[Response | bytes | int] = field(default_factory=list)
     bytes: int = 0
 
 
@@ -187,9 +192,14 @@ class PartitionWriter:
         response: Response | None = None,
         parse_text: dict[str, Any] | None = None,
         parse_data: dict[str, Any] | None = None,
+        stored: int | None = None,
     ) -> None:
+        """``stored``: the key under which the pool's writer holds ``response`` and its parse rows."""
         self.pending.fetcher.append(fetch)
-        if response is not None:
+        if stored is not None and response is not None:
+            self.pending.responses.append(stored)
+            self.pending.bytes += len(response.raw_body)
+        elif response is not None:
             if response.body is not response.raw_body and response.body:
                 # The archive keeps the bytes as served; the decoded copy is not needed past parsing.
                 response = dataclasses.replace(response, body=b"")
