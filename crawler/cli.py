@@ -87,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, required=True)
     p.add_argument("--top-n", type=int, default=None)
     p.set_defaults(steps_staged=True)  # with Spark jobs over a bucket, each step stages as its own command
-    add("daemon", "daemon:cmd_daemon", "run the crawl cycle as a long-running service")
+    p = add("daemon", "daemon:cmd_daemon", "run the crawl cycle as a long-running service")
+    p.set_defaults(steps_staged=True)  # as crawl: with Spark jobs over a bucket, each step stages by itself
 
     p = add("readdb", "inspect:cmd_readdb", "read the crawl database")
     mode = p.add_mutually_exclusive_group(required=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,8 @@ from crawler.jobs.updatedb import updatedb
 from crawler.log import get_logger
 from crawler.segments.layout import Segment, list_segments, open_segment
 from crawler.storage.access import Access
-from crawler.storage.session import publish_round, staged, staged_by_step
+from crawler.storage.session import publish_round, staged_by_step
+from crawler.storage.steps import STATE, as_command
 from crawler.webdb.store import VersionedStore
 
 
@@ -123,23 +123,16 @@ class _StagedSteps(_Steps):
     and publishes for itself, so the bucket holds every finished step and a kill loses only the one in progress.
     """
 
-    # The resume check reads markers and CURRENT only, so it pulls references like the jobs.
-    STATE = Access(reads=("webdb", "linkdb"), segments="unmerged", engine_io=True)
-
-    @contextlib.contextmanager
-    def _as(self, command: str | Access, **values: Any) -> Iterator[tuple[CrawlerConfig, argparse.Namespace]]:
-        from crawler.cli import ACCESS  # the CLI imports this module lazily: no cycle
-
-        args = argparse.Namespace(**values)
-        with staged(self.cfg, args, ACCESS[command] if isinstance(command, str) else command) as run_cfg:
-            yield run_cfg, args
+    def _as(self, command: str | Access, **values: Any) -> contextlib.AbstractContextManager[
+            tuple[CrawlerConfig, argparse.Namespace]]:
+        return as_command(self.cfg, command, **values)
 
     def inject(self, seeds: Path) -> None:
         with self._as("inject") as (cfg, _):
             inject(cfg, seeds, self.log)
 
     def pending(self) -> tuple[list[tuple[str, str]], list[str]]:
-        with self._as(self.STATE) as (cfg, _):
+        with self._as(STATE) as (cfg, _):
             return _pending(cfg)
 
     def generate(self, top_n: int | None) -> str | None:

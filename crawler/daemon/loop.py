@@ -18,25 +18,33 @@ older segment would bring the tail back. Every fetch shares one ``FetchShared``
 hold for the process; one robots.txt cache; and the URLs each running segment
 holds (its fetchlist, the redirect targets it took), so a redirect target one
 segment fetched is neither generated into nor fetched by another.
+
+With Spark jobs over an ``s3://`` crawl_dir (``staged_by_step``) each job and
+each fetch is staged as its command would be (crawler/storage/steps.py), as
+``crawl`` does: the jobs by reference, so the executors use the bucket and any
+spark.master works; a fetch in the ordinary staging copy with its partitions
+leased, publishing before its segment is merged. The daemon then holds the
+crawl_dir's ``crawl.lock`` for its life instead of the stores' leases.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import importlib
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from structlog.contextvars import bound_contextvars
 
 from crawler.commands.cycle import segments_dir, unfinished_segments
 from crawler.config import CrawlerConfig
-from crawler.daemon.overlap import HostTracker, hosts_left, in_tail, part_hosts
+from crawler.daemon.figures import webdb_figures
+from crawler.daemon.overlap import HostTracker, hosts_left, in_tail
 from crawler.daemon.reload import Reload
 from crawler.daemon.retention import prune_segments
 from crawler.daemon.seeds import STATE_FILE, SeedWatcher
@@ -44,6 +52,7 @@ from crawler.daemon.shared import FetchShared, fetchlist_hashes
 from crawler.daemon.status import DaemonStatus
 from crawler.errors import CrawlerError, SegmentError
 from crawler.fetcher.events import FetchDone, FetchProgress
+from crawler.fetcher.known import KnownFetched
 from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.service import Fetcher
 from crawler.fsutil import TEMP_PREFIX, remove_temp_files, remove_tree
@@ -51,9 +60,11 @@ from crawler.jobs.generate import generate
 from crawler.jobs.readdb import db_stats
 from crawler.jobs.updatedb import updatedb
 from crawler.metrics import Metrics
-from crawler.segments.layout import Segment, list_segments
+from crawler.segments.layout import Segment, list_segments, open_segment
+from crawler.storage.access import Access
 from crawler.storage.retention import prune_remote_segments
-from crawler.storage.session import publish_round
+from crawler.storage.session import publish_round, staged_by_step
+from crawler.storage.steps import FETCHLIST, STATE, as_command, reference_tree
 from crawler.webdb.store import VersionedStore
 
 # Jobs other issues are still building: run when their module exists, skipped (and said once) until then.
@@ -61,6 +72,10 @@ OPTIONAL_JOBS = {
     "invertlinks": "crawler.jobs.invertlinks:invertlinks",
     "dedup": "crawler.jobs.dedup:dedup",
 }
+
+
+# Seed files are injected as inject is, and the seed memory goes with them (pulled before, published after).
+SEEDS = Access(writes=("webdb",), engine_io=True, files=(STATE_FILE,))
 
 
 def optional_job(name: str) -> Callable[..., Any] | None:
@@ -116,7 +131,9 @@ class CrawlLoop:
         self.numbered = 0  # segments started (or taken up to merge)
         self.shared = FetchShared(config(), log)
         self.parse_pool: ParsePool | None = None
-        self.seeds = SeedWatcher(config().crawl_path / STATE_FILE)
+        self.by_step = staged_by_step(config())  # read at start: a SIGHUP cannot move the crawl_dir
+        # Staged by step, the seed memory lives where the inject step pulls it, in the reference tree.
+        self.seeds = SeedWatcher((reference_tree(config()) if self.by_step else config().crawl_path) / STATE_FILE)
         self._changed = asyncio.Event()  # a fetch ended or a host was freed: time to look again
         self._fresh = True  # something may have become due since generate last found nothing
         self._look_back = True  # segments an earlier run (or a failed step) left unmerged may exist
@@ -173,7 +190,26 @@ class CrawlLoop:
                     pass  # taking the lock removes what a killed writer left
         self.log.info("daemon.recovered", temp_files_removed=removed,
                       incomplete_segments_removed=[s.name for s in incomplete],
-                      to_resume=[s.name for s in unfinished_segments(cfg)])
+                      to_resume=[name for name, _, _ in self._unfinished(cfg)])
+
+    @contextlib.contextmanager
+    def _as(self, cfg: CrawlerConfig, command: str | Access,
+            **values: Any) -> Iterator[tuple[CrawlerConfig, argparse.Namespace]]:
+        """Where a step runs: the daemon's own tree, or staged as its command (Spark jobs over a bucket)."""
+        if not self.by_step:
+            yield cfg, argparse.Namespace(**values)
+            return
+        with as_command(cfg, command, **values) as staged:
+            yield staged
+
+    def _unfinished(self, cfg: CrawlerConfig) -> list[tuple[str, str, bool]]:
+        """(name, state, fetched) of the segments generated but not merged, oldest first."""
+        with self._as(cfg, STATE) as (state, _):
+            return [(s.name, s.state, s.is_done("fetcher")) for s in unfinished_segments(state)]
+
+    def _listed(self, cfg: CrawlerConfig, name: str) -> KnownFetched:
+        with self._as(cfg, FETCHLIST, segment=name, partition=None, spark=True) as (run_cfg, _):
+            return fetchlist_hashes(open_segment(segments_dir(run_cfg) / name))
 
     async def step(self, cfg: CrawlerConfig) -> str:
         """Merge what finished, resume or generate what is due; returns busy, wait, idle, failed or stopped."""
@@ -203,19 +239,19 @@ class CrawlLoop:
     async def _resume(self, cfg: CrawlerConfig) -> bool:
         """Take up segments an earlier run (or a failed step) left generated or fetched but not merged."""
         resumed = False
-        for segment in unfinished_segments(cfg):  # oldest first
-            if segment.name in self.unmerged:
+        for name, state, fetched in await asyncio.to_thread(self._unfinished, cfg):  # oldest first
+            if name in self.unmerged:
                 continue
-            self.log.info("daemon.resume", segment=segment.name, state=segment.state)
+            self.log.info("daemon.resume", segment=name, state=state)
             resumed = True
-            if segment.is_done("fetcher"):
-                self.shared.segment_starts(segment, await asyncio.to_thread(fetchlist_hashes, segment),
-                                           fetching=False)
+            if fetched:
+                segment = Segment(segments_dir(cfg) / name)
+                self.shared.segment_starts(segment, await asyncio.to_thread(self._listed, cfg, name), fetching=False)
                 fetch = RunningFetch(segment, None, None, None, time.monotonic(), self._number())
-                self.unmerged[segment.name] = fetch
+                self.unmerged[name] = fetch
                 self.finished.append(fetch)
             else:
-                await self._start_fetch(segment, await asyncio.to_thread(hosts_left, segment))
+                await self._start_fetch(name)
         return resumed
 
     async def _generate(self, cfg: CrawlerConfig) -> str:
@@ -225,19 +261,19 @@ class CrawlLoop:
             return "wait"
         self._fresh = False
         phases: dict[str, float] = {}
-        await self._phase("inject", phases, self.seeds.inject_new, cfg, self.log)
+        await self._phase("inject", phases, self._inject_seeds, cfg)
         self.metrics.phase_seconds.labels("inject").observe(phases["inject"])
-        if VersionedStore(cfg.crawl_path / "webdb").current() is None:
+        busy: set[str] = set().union(*(t.busy_hosts() for t in trackers))
+        t0 = time.monotonic()
+        # Redirect targets the running segments took are fetched there: not again in this one.
+        report = await self._phase("generate", phases, self._generate_job, cfg, busy,
+                                   self.shared.held.hop_targets())
+        self._generate_after = time.monotonic() + phases["generate"]
+        if report is None:
             if self.unmerged:
                 return "wait"
             self.log.info("daemon.idle", reason=f"no crawl database yet: drop seed files into {cfg.daemon.seeds}")
             return "idle"
-        busy: set[str] = set().union(*(t.busy_hosts() for t in trackers))
-        t0 = time.monotonic()
-        # Redirect targets the running segments took are fetched there: not again in this one.
-        report = await self._phase("generate", phases, partial(generate, cfg, self.log, exclude_hosts=busy or None,
-                                                                exclude_urls=self.shared.held.hop_targets() or None))
-        self._generate_after = time.monotonic() + phases["generate"]
         if report.segment is None:
             if self.unmerged:  # fetching, or fetched (maybe during this generate) and about to be merged
                 self.log.debug("daemon.overlap_skipped", reason="nothing due outside the busy hosts",
@@ -250,15 +286,45 @@ class CrawlLoop:
         if self.running:
             self.log.info("daemon.overlap", next_segment=report.segment.name, selected=report.selected,
                           busy_hosts=len(busy), fetching=sorted(self.running))
-        remaining = await asyncio.to_thread(part_hosts, report.segment.parts("fetchlist"))
-        fetch = await self._start_fetch(report.segment, remaining, selected=report.selected)
+        fetch = await self._start_fetch(report.segment.name, selected=report.selected)
         fetch.generate_seconds = time.monotonic() - t0
         return "busy"
 
-    async def _start_fetch(self, segment: Segment, remaining: Counter[str], *,
-                           selected: int | None = None) -> RunningFetch:
-        self.shared.segment_starts(segment, await asyncio.to_thread(fetchlist_hashes, segment))
+    def _inject_seeds(self, cfg: CrawlerConfig) -> list[str]:
+        if not self.by_step:
+            return self.seeds.inject_new(cfg, self.log)
+        if not self.seeds.has_new(cfg, self.log):  # a lease and a pull per generate otherwise
+            return []
+        with self._as(cfg, SEEDS) as (run_cfg, _):
+            return self.seeds.inject_new(run_cfg, self.log)
+
+    def _generate_job(self, cfg: CrawlerConfig, busy: set[str], hops: set[str]) -> Any:
+        """generate's report; None while there is no crawl database yet."""
+        with self._as(cfg, "generate", top_n=None, partitions=None) as (run_cfg, _):
+            if VersionedStore(run_cfg.crawl_path / "webdb").current() is None:
+                return None
+            return generate(run_cfg, self.log, exclude_hosts=busy or None, exclude_urls=hops or None)
+
+    def _open_fetch(self, cfg: CrawlerConfig, name: str,
+                    stack: contextlib.ExitStack) -> tuple[CrawlerConfig, Segment, list[int] | None, Counter[str]]:
+        """Stage the fetch of ``name`` (staged by step: its partitions leased and pulled) and read its fetchlist."""
+        try:
+            run_cfg, args = stack.enter_context(self._as(cfg, "fetch", segment=name, partition=None, spark=False))
+            segment = open_segment(segments_dir(run_cfg) / name)
+            return run_cfg, segment, args.partition, hosts_left(segment)
+        except BaseException:
+            stack.close()
+            raise
+
+    async def _start_fetch(self, name: str, *, selected: int | None = None) -> RunningFetch:
         cfg = self.config()  # read again: a SIGHUP during generate applies to this fetch
+        step = contextlib.ExitStack()  # closed when the fetch ends: publishes what it fetched
+        cfg, segment, partitions, remaining = await asyncio.to_thread(self._open_fetch, cfg, name, step)
+        try:
+            self.shared.segment_starts(segment, await asyncio.to_thread(fetchlist_hashes, segment))
+        except BaseException:
+            await asyncio.to_thread(step.close)
+            raise
         tracker = HostTracker(remaining, cfg.fetcher, on_change=self._host_freed)
         observer = Observers(self.metrics, self.status, tracker)
         number = self._number()
@@ -266,7 +332,7 @@ class CrawlLoop:
             # Held so that SIGHUP can change its limits while it runs.
             fetcher = Fetcher(cfg, segment, self.log, stop=self.stop, observer=observer, parse_pool=self.parse_pool,
                               **self.shared.fetcher_kwargs())
-            task = asyncio.create_task(fetcher.run())
+            task = asyncio.create_task(self._fetch(fetcher, partitions, step))
         fetch = RunningFetch(segment, task, fetcher, tracker, time.monotonic(), number, selected)
         self.running[segment.name] = self.unmerged[segment.name] = fetch
         self.status.segment = segment.name
@@ -275,6 +341,17 @@ class CrawlLoop:
         self.metrics.segments_fetching.set(len(self.running))
         task.add_done_callback(lambda _task: self._fetch_ended(fetch))
         return fetch
+
+    @staticmethod
+    async def _fetch(fetcher: Fetcher, partitions: list[int] | None, step: contextlib.ExitStack) -> Any:
+        """The fetch, then the end of its step: staged by step, its partitions are published before the merge."""
+        try:
+            report = await fetcher.run(partitions)
+        except BaseException as exc:
+            await asyncio.to_thread(step.__exit__, type(exc), exc, exc.__traceback__)
+            raise
+        await asyncio.to_thread(step.close)
+        return report
 
     def _number(self) -> int:
         self.numbered += 1
@@ -311,7 +388,9 @@ class CrawlLoop:
                     if fetch.task.cancelled():
                         return True  # cut at shutdown: the next run resumes it
                     report = fetch.task.result()
-                if not segment.is_done("fetcher"):
+                # Staged by step the fetch's copy may be gone: updatedb checks the bucket's marker instead.
+                complete = report is None or not report.stopped if self.by_step else segment.is_done("fetcher")
+                if not complete:
                     if self.stop.is_set():
                         self.metrics.cycle_finished("stopped", None, phases)
                         return True
@@ -332,24 +411,51 @@ class CrawlLoop:
 
     async def _after_fetch(self, cfg: CrawlerConfig, segment: Segment, number: int,
                            phases: dict[str, float]) -> dict[str, Any]:
-        update = await self._phase("updatedb", phases, updatedb, cfg, [segment], self.log)
+        update, merged = await self._phase("updatedb", phases, self._updatedb, cfg, segment.name)
         invert = optional_job("invertlinks")
         if invert is not None:
-            # With any segment an earlier cycle merged into the webdb but was cut off before inverting.
-            from crawler.jobs.invertlinks import unlinked_segments
-            await self._phase("invertlinks", phases, invert, cfg, unlinked_segments(cfg) or [segment], self.log)
+            await self._phase("invertlinks", phases, self._invertlinks, cfg, invert, segment.name)
         dedup = optional_job("dedup")
         if dedup is not None and cfg.daemon.dedup_every and number % cfg.daemon.dedup_every == 0:
-            await self._phase("dedup", phases, dedup, cfg, self.log)
-        stats = await asyncio.to_thread(db_stats, cfg)
+            await self._phase("dedup", phases, self._job, cfg, "dedup", dedup)
+        stats = await asyncio.to_thread(self._figures, cfg)
         self.metrics.webdb(stats["version"], stats["by_status"])
-        version = VersionedStore(cfg.crawl_path / "webdb").require_current()
-        await self._phase("prune", phases, prune_segments, segments_dir(cfg), version.merged_segments,
+        await self._phase("prune", phases, prune_segments, segments_dir(cfg), merged,
                           cfg.daemon.keep_segments, cfg.daemon.archive_dir, self.log)
-        await self._phase("publish", phases, publish_round, cfg)  # a remote crawl_dir gets each cycle as it completes
-        await self._phase("prune", phases, prune_remote_segments, cfg, version.merged_segments, self.log)
+        if not self.by_step:  # staged by step, every step has published
+            await self._phase("publish", phases, publish_round, cfg)  # a remote crawl_dir gets each cycle
+        await self._phase("prune", phases, prune_remote_segments, cfg, merged, self.log)
         return {"new_urls": update.new_urls, "version": update.version, "db_urls": stats["urls"],
                 "merged_fetched": update.fetched}
+
+    def _updatedb(self, cfg: CrawlerConfig, name: str) -> tuple[Any, list[str]]:
+        """updatedb's report and the segments the new version has merged."""
+        with self._as(cfg, "updatedb", segments=[name]) as (run_cfg, _):
+            segment = open_segment(segments_dir(run_cfg) / name)
+            # A fetch cut short (a partition leased elsewhere, a signal) must not be merged as if complete.
+            if not segment.is_done("fetcher"):
+                raise SegmentError(f"{segment.path}: fetch did not complete")
+            report = updatedb(run_cfg, [segment], self.log)
+            return report, VersionedStore(run_cfg.crawl_path / "webdb").require_current().merged_segments
+
+    def _invertlinks(self, cfg: CrawlerConfig, invert: Callable[..., Any], name: str) -> None:
+        from crawler.jobs.invertlinks import unlinked_segments
+
+        # With any segment an earlier cycle merged into the webdb but was cut off before inverting.
+        with self._as(cfg, STATE) as (state, _):
+            names = [s.name for s in unlinked_segments(state)] or [name]
+        with self._as(cfg, "invertlinks", segments=names) as (run_cfg, _):
+            invert(run_cfg, [open_segment(segments_dir(run_cfg) / n) for n in names], self.log)
+
+    def _figures(self, cfg: CrawlerConfig) -> dict[str, Any]:
+        if not self.by_step:
+            return db_stats(cfg)
+        with self._as(cfg, STATE) as (state, _):  # the webdb's parts stay in the bucket: the engine reads them
+            return webdb_figures(state)
+
+    def _job(self, cfg: CrawlerConfig, command: str, job: Callable[..., Any]) -> Any:
+        with self._as(cfg, command) as (run_cfg, _):
+            return job(run_cfg, self.log)
 
     def _done(self, number: int, fetch: RunningFetch, phases: dict[str, float], report: Any,
               figures: dict[str, Any]) -> None:

@@ -48,6 +48,20 @@ class SeedWatcher:
             return {"seeds": {}}
         return state
 
+    def has_new(self, cfg: CrawlerConfig, log: Any) -> bool:
+        """Whether a seed file is not remembered with its content (or cannot be read: inject_new says why)."""
+        folder = Path(cfg.daemon.seeds)
+        if not folder.is_dir():
+            return False
+        seen = self._load(log)["seeds"]
+        for path in seed_files(folder):
+            try:
+                if seen.get(path.name) != file_hash(path):
+                    return True
+            except OSError:
+                return True
+        return False
+
     def inject_new(self, cfg: CrawlerConfig, log: Any) -> list[str]:
         """Inject every seed file not injected before with this content; returns their names."""
         folder = Path(cfg.daemon.seeds)

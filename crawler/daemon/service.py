@@ -28,7 +28,6 @@ from crawler.daemon.status import DaemonStatus
 from crawler.errors import ConfigError, CrawlerError
 from crawler.log import configure_logging
 from crawler.metrics import Metrics
-from crawler.storage.location import parse_remote
 
 LOCK_FILE = ".daemon.lock"
 
@@ -51,18 +50,6 @@ def daemon_lock(crawl_dir: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def require_local_spark(cfg: CrawlerConfig) -> None:
-    """The daemon runs its Spark jobs in its staging copy of an s3:// crawl_dir, which only a local master sees.
-
-    (crawl stages each step by itself, so its jobs go through the bucket; the daemon's cycle does not yet.)
-    """
-    if cfg.jobs.engine == "spark" and parse_remote(cfg.crawl_dir) is not None \
-            and not cfg.spark.master.startswith("local"):
-        raise ConfigError(f"daemon: jobs.engine spark with crawl_dir {cfg.crawl_dir} needs spark.master local[N] "
-                          f"(got {cfg.spark.master}): the daemon's jobs read its local staging copy; use "
-                          "`crawler crawl` to run the jobs on a cluster")
-
-
 class Service:
     def __init__(self, source: ConfigSource) -> None:
         self.source = source
@@ -79,7 +66,6 @@ class Service:
         return self.source.current
 
     async def serve(self) -> int:
-        require_local_spark(self.cfg)
         with daemon_lock(self.cfg.crawl_path):
             await self.startup()
             try:

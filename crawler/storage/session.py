@@ -256,7 +256,8 @@ def staged(cfg: CrawlerConfig, args: argparse.Namespace, access: Access | None) 
             yield run_cfg
         return
     if getattr(args, "steps_staged", False) and staged_by_step(cfg):
-        with _crawl_lease(cfg, remote):  # crawl: each step stages itself, as its own command (commands/cycle.py)
+        # crawl and the daemon: each step stages itself, as its own command (storage/steps.py)
+        with _crawl_lease(cfg, remote):
             yield cfg
         return
     with Session(cfg, remote, access, get_logger(component="storage")).run(args):
@@ -265,8 +266,8 @@ def staged(cfg: CrawlerConfig, args: argparse.Namespace, access: Access | None) 
 
 @contextmanager
 def _crawl_lease(cfg: CrawlerConfig, remote: Remote) -> Iterator[None]:
-    """One crawl staged by step per crawl_dir: it holds no store's lease between steps, and a second crawl would
-    resume (fetch, merge) the segment the first is working on."""
+    """One crawl or daemon staged by step per crawl_dir: it holds no store's lease between steps, and a second
+    one would resume (fetch, merge) the segment the first is working on."""
     from crawler.storage.bucket import Bucket
     from crawler.storage.lease import Lease
 

@@ -126,14 +126,3 @@ def test_crawl_steps_stay_in_one_tree_on_a_local_crawl_dir(tmp_path: Path) -> No
     assert not staged_by_step(spark_cfg(tmp_path / "crawl"))
     assert staged_by_step(spark_cfg("s3://bucket/crawl"))
 
-
-def test_daemon_refuses_a_cluster_master_over_s3(tmp_path: Path) -> None:
-    """The daemon, whose jobs still run in its staging copy, refuses Spark over s3:// on a non-local master."""
-    from crawler.daemon.service import require_local_spark
-    from crawler.errors import ConfigError
-
-    cluster = {"master": "spark://10.0.0.1:7077"}
-    with pytest.raises(ConfigError, match=r"jobs\.engine spark with crawl_dir s3://bucket/crawl needs spark\.master"):
-        require_local_spark(spark_cfg("s3://bucket/crawl", spark=cluster))
-    require_local_spark(spark_cfg("s3://bucket/crawl"))  # local[2]: the staging copy is the executors' disk
-    require_local_spark(spark_cfg(tmp_path / "crawl", spark=cluster))  # a shared filesystem path

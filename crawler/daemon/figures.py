@@ -1,0 +1,29 @@
+"""The webdb figures a cycle reports (``/metrics`` gauges, ``cycle.done``), read through the job engine.
+
+With Spark jobs over a bucket the webdb's parts stay in the bucket, where only
+the engine's executors read them (the daemon's steps see references), so the
+figures cannot come from readdb's ``db_stats``, which reads local files with DuckDB.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crawler.config import CrawlerConfig
+from crawler.jobs.engine import open_engine
+from crawler.models import PAGES, DbStatus
+from crawler.webdb.store import VersionedStore
+
+
+def webdb_figures(cfg: CrawlerConfig) -> dict[str, Any]:
+    """The live version's number, its URL count and its count per status (every status, zeros too)."""
+    version = VersionedStore(cfg.crawl_path / "webdb").require_current()
+    con = open_engine(cfg)
+    try:
+        pages = con.source(sorted((version.path / "pages").glob("*.parquet")), PAGES)
+        counts = {str(status): int(n) for status, n in con.rows(f"SELECT status, count(*) FROM {pages} GROUP BY status")}
+    finally:
+        con.close()
+    by_status = {str(s): counts.pop(str(s), 0) for s in DbStatus}
+    by_status.update(counts)  # a status no code writes: show it anyway
+    return {"version": version.number, "urls": sum(by_status.values()), "by_status": by_status}
