@@ -259,6 +259,40 @@ def s3_cycle(moto: Moto, prefix: str, work: Path, seeds: Path, rounds: int, top_
     return time.perf_counter() - clock, times
 
 
+def spark_config(path: Path, cluster: Cluster, workers: int) -> Path:
+    """A config file that runs the jobs on ``cluster`` (the driver on loopback, one shuffle partition a worker)."""
+    path.write_text(
+        "jobs:\n  engine: spark\nspark:\n"
+        f"  master: {cluster.master_url}\n  conf:\n"
+        "    spark.driver.host: 127.0.0.1\n    spark.driver.bindAddress: 127.0.0.1\n"
+        '    spark.ui.enabled: "false"\n    spark.executor.memory: 512m\n'
+        f'    spark.sql.shuffle.partitions: "{workers}"\n'
+    )
+    return path
+
+
+def report(work: Path, results: dict[str, tuple[float, dict]], run: str, staging: Path | None = None) -> None:
+    """Exit non-zero unless both engines' stores (mirrored to work/duckdb and work/spark) agree, and unless
+    ``staging`` (a Spark run's ordinary staging copy) holds no database part; then print the figures."""
+    duck, spark = outcome(work / "duckdb"), outcome(work / "spark")
+    for table in duck:
+        if duck[table] != spark[table]:
+            raise SystemExit(f"the engines disagree on {table}: {len(duck[table])} vs {len(spark[table])} rows")
+    summary = {"pages": len(duck["pages"]), "fetched": sum(r[1] == "fetched" for r in duck["pages"]),
+               "links": len(duck["links"]), "inlinks": len(duck["inlinks"]), "same": True}
+    if staging is not None:
+        staged = [p for store in ("webdb", "linkdb") for p in (staging / store).rglob("*.parquet")]
+        if staged:
+            raise SystemExit(f"the Spark run's staging copy holds database parts: {staged[:3]}")
+        summary["staged_database_parts"] = 0
+    print(json.dumps(summary))
+    print(f"| engine | {run} | " + " | ".join(JOBS) + " |")
+    print("|---|---|" + "---|" * len(JOBS))
+    for engine, (seconds, times) in results.items():
+        cells = [" + ".join(f"{t:.1f}" for t in times.get(job, [])) + " s" for job in JOBS]
+        print(f"| {engine} | {seconds:.1f} s | " + " | ".join(cells) + " |")
+
+
 def webdb_jobs(cluster: Cluster, urls: int, folder: Path) -> None:
     """bench_webdb.py's updatedb, generate and invertlinks with the cluster as spark.master; prints its lines."""
     done = subprocess.run(
@@ -301,14 +335,7 @@ def main() -> None:
         else:
             results["DuckDB"] = crawl(work / "duckdb", seeds, args.rounds, args.top_n, None)
         with Cluster(work / "cluster", args.workers, args.worker_memory) as cluster:
-            config = work / "spark.yaml"
-            config.write_text(
-                "jobs:\n  engine: spark\nspark:\n"
-                f"  master: {cluster.master_url}\n  conf:\n"
-                "    spark.driver.host: 127.0.0.1\n    spark.driver.bindAddress: 127.0.0.1\n"
-                '    spark.ui.enabled: "false"\n    spark.executor.memory: 512m\n'
-                f'    spark.sql.shuffle.partitions: "{args.workers}"\n'
-            )
+            config = spark_config(work / "spark.yaml", cluster, args.workers)
             label = f"Spark standalone, {args.workers} workers" + (", s3://" if args.s3 else "")
             if args.s3:
                 results[label] = s3_cycle(moto, "spark", work, seeds, args.rounds, args.top_n, config)
@@ -319,17 +346,7 @@ def main() -> None:
         if args.s3:
             for name in ("duckdb", "spark"):
                 moto.mirror(name, work / name)
-    duck, spark = outcome(work / "duckdb"), outcome(work / "spark")
-    for table in duck:
-        if duck[table] != spark[table]:
-            raise SystemExit(f"the engines disagree on {table}: {len(duck[table])} vs {len(spark[table])} rows")
-    print(json.dumps({"pages": len(duck["pages"]), "fetched": sum(r[1] == "fetched" for r in duck["pages"]),
-                      "links": len(duck["links"]), "inlinks": len(duck["inlinks"]), "same": True}))
-    print("| engine | crawl | " + " | ".join(JOBS) + " |")
-    print("|---|---|" + "---|" * len(JOBS))
-    for engine, (seconds, times) in results.items():
-        cells = [" + ".join(f"{t:.1f}" for t in times.get(job, [])) + " s" for job in JOBS]
-        print(f"| {engine} | {seconds:.1f} s | " + " | ".join(cells) + " |")
+    report(work, results, "crawl")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 

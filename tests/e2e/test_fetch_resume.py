@@ -59,12 +59,27 @@ def _args(tmp_path) -> list[str]:
             "-D", "fetcher.commit_records=10", "-D", "fetcher.commit_interval=0.2", "-D", "log.format=json"]
 
 
-async def _start_fetch(seg, tmp_path) -> asyncio.subprocess.Process:
+async def _start_fetch(seg, tmp_path, *extra: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "crawler", "fetch", str(seg.path), *_args(tmp_path),
+        sys.executable, "-m", "crawler", "fetch", str(seg.path), *_args(tmp_path), *extra,
         cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
+
+
+async def _killed_after_first_commit(tmp_path, slow_hosts, *extra: str):
+    """A 2-partition fetch SIGKILLed once its first part is committed: (segment, urls, committed urls)."""
+    servers, reached = slow_hosts
+    urls = [s.url(f"/p{i}") for s in servers for i in range(PAGES)]
+    seg = make_segment(tmp_path, urls, partitions=2)
+    proc = await _start_fetch(seg, tmp_path, *extra)
+    await asyncio.wait_for(reached.wait(), 60)
+    await _first_commit(seg)
+    proc.kill()
+    await proc.communicate()
+    committed = {r["url"] for r in read_rows(seg)}
+    assert 0 < len(committed) < len(urls)
+    return seg, urls, committed
 
 
 def _assert_complete_once(seg, urls) -> None:
@@ -86,16 +101,8 @@ def _assert_complete_once(seg, urls) -> None:
 class TestResume:
     async def test_sigkill_then_rerun_loses_and_duplicates_nothing(self, tmp_path, slow_hosts):
         """After SIGKILL mid-fetch, a rerun skips the committed URLs and records the rest, each once."""
-        servers, reached = slow_hosts
-        urls = [s.url(f"/p{i}") for s in servers for i in range(PAGES)]
-        seg = make_segment(tmp_path, urls, partitions=2)
-        proc = await _start_fetch(seg, tmp_path)
-        await asyncio.wait_for(reached.wait(), 60)
-        await _first_commit(seg)
-        proc.kill()
-        await proc.communicate()
-        committed = {r["url"] for r in read_rows(seg)}
-        assert 0 < len(committed) < len(urls)
+        servers, _ = slow_hosts
+        seg, urls, committed = await _killed_after_first_commit(tmp_path, slow_hosts)
         assert not (seg.path / "fetcher" / "_SUCCESS").exists()
         killed_at = len([h for s in servers for h in s.hits])
 

@@ -10,6 +10,7 @@ from aiohttp import web
 from crawler.config import load_config
 from crawler.errors import BlockedAddress, ConnectError, DnsError
 from crawler.protocols.http import HttpProtocol
+from tests.conftest import serve_app
 
 
 @pytest.fixture
@@ -27,12 +28,8 @@ async def server():
     app.router.add_get("/page", page)
     app.router.add_get("/bomb", bomb)
     app.router.add_get("/redirect", redirect)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield site._server.sockets[0].getsockname()[1]
-    await runner.cleanup()
+    async with serve_app(app) as port:
+        yield port
 
 
 async def _fetch(url: str, *overrides: str):

@@ -12,6 +12,7 @@ from crawler.config import load_config
 from crawler.errors import BlockedAddress
 from crawler.protocols.decoding import ACCEPT_ENCODING
 from crawler.protocols.http import HttpProtocol
+from tests.conftest import serve_app
 
 PIECES = [bytes([65 + i]) * 10_000 for i in range(8)]  # 80 kB sent in 8 writes
 
@@ -37,12 +38,8 @@ async def server():
     app.router.add_get("/echo", echo)
     app.router.add_get("/pieces", pieces)
     app.router.add_get("/gzipped", gzipped)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield site._server.sockets[0].getsockname()[1]
-    await runner.cleanup()
+    async with serve_app(app) as port:
+        yield port
 
 
 @pytest.fixture
