@@ -94,6 +94,8 @@ class RedirectPolicy:
         # URL -> taken as a redirect hop? (bounded: past it, a rare URL may be fetched twice; updatedb keeps the latest)
         self._taken: OrderedDict[str, bool] = OrderedDict()
         self.known = KnownFetched()  # the fetcher loads the webdb's not-due URLs at start
+        # URLs a cut-off run of this segment already committed: their rows are there, a hop must not add another.
+        self.committed = KnownFetched()
         self.held = held  # shared by the daemon's concurrent fetches; None for a fetch on its own
         self.segment = segment
 
@@ -133,7 +135,7 @@ class RedirectPolicy:
             rejected = self.filters.check(target, entry["url"])
             if rejected:
                 return None, f"redirect target filtered: {rejected}"
-        if target in self._taken:
+        if target in self._taken or target in self.committed:
             return None, "redirect target already fetched in this segment"
         if target in self.known:
             return None, "redirect target fetched in an earlier round and not due"

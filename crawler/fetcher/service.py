@@ -36,7 +36,7 @@ from crawler.fetcher.politeness import SharedPoliteness
 from crawler.fetcher.progress import Counters, ProgressReporter, use_progress_bar
 from crawler.fetcher.queuekey import queue_key_for
 from crawler.fetcher.records import body_digest, fetch_row
-from crawler.fetcher.redirects import HeldUrls, RedirectPolicy
+from crawler.fetcher.redirects import HeldUrls, RedirectPolicy, listed_hashes
 from crawler.fetcher.resume import OUTPUTS, clear_leftovers, committed_urls
 from crawler.fetcher.robots import RobotsCache, RobotsRules
 from crawler.fsutil import atomic_write_text
@@ -165,6 +165,7 @@ class Fetcher:
         # Off the loop: a daemon may run this beside another fetch on the same loop.
         self.redirects.known = await asyncio.to_thread(
             load_known_fetched, self.cfg, [self._fetchlist(p) for p in todo], self.log)
+        self.redirects.committed = listed_hashes(url for urls in self._committed.values() for url in urls)
         total = sum(pq.ParquetFile(self._fetchlist(p)).metadata.num_rows for p in todo)
         total -= sum(len(c) for c in self._committed.values())
         self.log.info("fetch.start", partitions=todo, entries=total,

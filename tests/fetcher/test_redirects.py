@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from tests.fetcher.conftest import fetch, page, redirect, robots
+import structlog
+
+from crawler.fetcher.records import fetch_row
+from crawler.fetcher.service import fetch_segment
+from crawler.models import FetchStatus
+from crawler.segments.writer import PartitionWriter
+from tests.fetcher.conftest import fetch, make_cfg, make_segment, page, redirect, robots, rows_by_url
 
 
 class TestChains:
@@ -89,3 +95,22 @@ class TestPrivateAddresses:
             assert rows[url]["status"] == "failed"
             assert rows[url]["reason"].startswith("blocked_address")
         assert inner.hits == []
+
+
+class TestResumedSegment:
+    async def test_hop_to_a_url_a_cut_off_run_committed_is_not_fetched_again(self, tmp_path, servers):
+        """After a cut-off run committed /new, a resumed fetch does not follow /old's redirect to it: one row each."""
+        site = await servers("127.0.0.1", {"/old": redirect("/new"), "/new": page()})
+        cfg = make_cfg(tmp_path)
+        seg = make_segment(tmp_path, [site.url("/new"), site.url("/old")])
+        # What a run killed after its first commit leaves: a part with /new's row, the partition not done.
+        new = {"url": site.url("/new"), "host": "127.0.0.1", "partition": 0, "score": 1.0,
+               "db_status": "unfetched", "retries": 0}
+        writer = PartitionWriter(seg, 0, commit_records=100, commit_interval=60)
+        writer.add(fetch_row(new, FetchStatus.SUCCESS, reason="200 OK"))
+        await writer.commit()
+
+        await fetch_segment(cfg, seg, structlog.get_logger())
+        rows = rows_by_url(seg)  # asserts no URL has two rows
+        assert "already fetched in this segment" in rows[site.url("/old")]["reason"]
+        assert site.paths().count("/new") == 0
