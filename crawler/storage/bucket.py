@@ -40,14 +40,14 @@ def _endpoint(cfg: StorageConfig) -> str:
     return cfg.endpoint or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or ""
 
 
-def _region(cfg: StorageConfig) -> str:
+def region(cfg: StorageConfig) -> str:
     return cfg.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
 
 
 def filesystem_options(cfg: StorageConfig, credentials: Credentials | None = None) -> dict[str, object]:
     """``pyarrow.fs.S3FileSystem`` arguments for ``storage``; given credentials win over this machine's chain."""
-    endpoint, region = _endpoint(cfg), _region(cfg)
-    options: dict[str, object] = {"region": region, "connect_timeout": 10, "request_timeout": 60}
+    endpoint, region_name = _endpoint(cfg), region(cfg)
+    options: dict[str, object] = {"region": region_name, "connect_timeout": 10, "request_timeout": 60}
     if credentials:
         options.update(access_key=credentials.access_key, secret_key=credentials.secret_key)
         if credentials.token:
@@ -68,12 +68,12 @@ class Bucket:
         self.remote = remote
         # Pull Parquet parts as references (crawler/storage/references.py): Spark executors read them in place.
         self.by_reference = by_reference
-        endpoint, region = _endpoint(cfg), _region(cfg)
+        endpoint = _endpoint(cfg)
         # Given credentials (a Spark task's, from the driver) win over this machine's chain.
         keys = {"aws_access_key_id": credentials.access_key, "aws_secret_access_key": credentials.secret_key,
                 "aws_session_token": credentials.token or None} if credentials else {}
         self._s3 = boto3.client(
-            "s3", endpoint_url=endpoint or None, region_name=region, **keys,
+            "s3", endpoint_url=endpoint or None, region_name=region(cfg), **keys,
             config=Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=10, read_timeout=60),
         )
         self._fs = fs.S3FileSystem(**filesystem_options(cfg, credentials))

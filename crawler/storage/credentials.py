@@ -26,9 +26,9 @@ class Credentials:
 def driver_credentials(cfg: StorageConfig) -> Credentials | None:
     import boto3
 
-    from crawler.storage.bucket import _region
+    from crawler.storage.bucket import region
 
-    found = boto3.Session(region_name=_region(cfg)).get_credentials()
+    found = boto3.Session(region_name=region(cfg)).get_credentials()
     if found is None:
         return None
     frozen = found.get_frozen_credentials()

@@ -213,8 +213,9 @@ class Session:
         """A command that leases no store drops the segments it pulled once published, if it is alone in staging.
 
         So a fetch machine's disk holds what is being fetched, and a reader leaves no copy behind that a later
-        command could take for the bucket's; a store it read keeps the versions a writer's staging copy keeps. Another command still using the staging copy (a fetch of another
-        partition, a reader) keeps them: of two fetches of one segment, the later to end drops it.
+        command could take for the bucket's; a store it read keeps the versions a writer's staging copy keeps.
+        Another command still using the staging copy (a fetch of another partition, a reader) keeps them: of two
+        fetches of one segment, the later to end drops it.
         """
         from crawler.storage.stores import KEEP_REMOTE_VERSIONS
         from crawler.webdb.store import VersionedStore
@@ -280,6 +281,13 @@ def _crawl_lease(cfg: CrawlerConfig, remote: Remote) -> Iterator[None]:
         lease.release()
 
 
+def reference_config(cfg: CrawlerConfig) -> CrawlerConfig:
+    """``cfg`` with its staging in the reference tree (crawler/storage/references.py), where Spark jobs run."""
+    from crawler.storage.references import tree_staging_dir
+
+    return with_overrides(cfg, storage={"staging_dir": tree_staging_dir(cfg.storage.staging_dir)})
+
+
 def staged_by_step(cfg: CrawlerConfig) -> bool:
     """Spark jobs over a bucket go by reference and the fetch by copy, so a command running both stages each step."""
     return cfg.jobs.engine == "spark" and parse_remote(cfg.crawl_dir) is not None
@@ -289,9 +297,9 @@ def staged_by_step(cfg: CrawlerConfig) -> bool:
 def _staged_by_reference(cfg: CrawlerConfig, remote: Remote, access: Access,
                          args: argparse.Namespace) -> Iterator[CrawlerConfig]:
     """A Spark job's command: the driver pulls references, the executors read and write the bucket."""
-    from crawler.storage.references import mark_reference_tree, scratch_prefix, tree_staging_dir
+    from crawler.storage.references import mark_reference_tree, scratch_prefix
 
-    run_cfg = with_overrides(cfg, storage={"staging_dir": tree_staging_dir(cfg.storage.staging_dir)})
+    run_cfg = reference_config(cfg)
     session = Session(run_cfg, remote, access, get_logger(component="storage"), by_reference=True)
     mark_reference_tree(run_cfg.crawl_path)
     with session.run(args):

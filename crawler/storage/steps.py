@@ -16,10 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from crawler.config import CrawlerConfig, with_overrides
+from crawler.config import CrawlerConfig
 from crawler.storage.access import Access
-from crawler.storage.references import tree_staging_dir
-from crawler.storage.session import staged
+from crawler.storage.session import reference_config, staged
 
 # What is left to finish (unmerged segments, uninverted ones): markers and CURRENT only, so by reference.
 STATE = Access(reads=("webdb", "linkdb"), segments="unmerged", engine_io=True)
@@ -43,4 +42,4 @@ def as_command(cfg: CrawlerConfig, command: str | Access, **values: Any) -> Iter
 
 def reference_tree(cfg: CrawlerConfig) -> Path:
     """Where the steps that go by reference find their files (the crawl folder of the reference tree)."""
-    return with_overrides(cfg, storage={"staging_dir": tree_staging_dir(cfg.storage.staging_dir)}).crawl_path
+    return reference_config(cfg).crawl_path
