@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import fcntl
 import itertools
 import multiprocessing
@@ -44,7 +43,7 @@ from crawler.errors import CrawlerError
 from crawler.fetcher.records import body_digest, parse_rows
 from crawler.parsers.dispatch import ParserDispatch
 from crawler.protocols.base import Response
-from crawler.segments.writer import http_records, write_part
+from crawler.segments.writer import as_served, http_records, write_part
 
 Rows = tuple[dict[str, Any], dict[str, Any], str]  # parse_text row, parse_data row, parse status
 
@@ -64,7 +63,7 @@ def archived(response: Response) -> Response | bytes:
     """What the writer archives for a response: its WARC records, or (not HTTP) the response for warcio."""
     if response.url.startswith(("http:", "https:")):
         return http_records(response)
-    return dataclasses.replace(response, body=b"") if response.body is not response.raw_body else response
+    return as_served(response)
 
 
 def _pipe() -> tuple[Connection, Connection]:
@@ -301,8 +300,8 @@ class ParsePool:
                    sitemaps: list[str]) -> tuple[int, tuple[str | None, str | None, str | None]]:
         """Hand a response to the pool: its key for the part writer, and if ``parse`` (a success) its parse
         status, body digest and parse error (the page is archived even if its parse failed)."""
-        if not parse and response.body is not response.raw_body:
-            response = dataclasses.replace(response, body=b"")  # the archive keeps the bytes as served
+        if not parse:
+            response = as_served(response)
         key = next(self._keys)
         # One pickle: a body that is the raw body (sent identity-encoded) goes once.
         data = pickle.dumps(("page", key, url, response, content_type, parse, sitemaps), protocol=5)

@@ -142,6 +142,14 @@ def http_records(response: Response) -> bytes:
             + _gzip_member(request_head, request_http, b"\r\n\r\n"))
 
 
+def as_served(response: Response) -> Response:
+    """``response`` without its decoded body: the archive keeps the bytes as served, and past parsing the
+    decoded copy is only memory (or pickling) to pay for."""
+    if response.body is not response.raw_body and response.body:
+        return dataclasses.replace(response, body=b"")
+    return response
+
+
 def warc_records(writer: WARCWriter, response: Response | bytes) -> None:
     if isinstance(response, bytes):  # encoded by a parse process (crawler/fetcher/parsepool.py)
         writer.out.write(response)
@@ -200,9 +208,7 @@ class PartitionWriter:
             self.pending.responses.append(stored)
             self.pending.bytes += len(response.raw_body)
         elif response is not None:
-            if response.body is not response.raw_body and response.body:
-                # The archive keeps the bytes as served; the decoded copy is not needed past parsing.
-                response = dataclasses.replace(response, body=b"")
+            response = as_served(response)
             self.pending.responses.append(response)
             self.pending.bytes += len(response.raw_body)
         if parse_text is not None:
