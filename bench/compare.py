@@ -29,7 +29,10 @@ from sitegen import generate  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 # BENCH_WORK: a separate folder (web, nginx, crawls) so two engineers' benches on one machine do not collide.
 WORK = Path(os.environ.get("BENCH_WORK", ROOT / "bench" / ".work"))
-CRAWLER = ROOT / ".venv" / "bin" / "crawler"
+# The crawler as a user installs it (`pip install .`, no extras): the dev extras bring pandas and numpy,
+# which pyarrow imports into every process that converts rows (~0.35 s of CPU each); a user's install
+# has neither. `make bench-compare` builds this virtualenv.
+CRAWLER = ROOT / ".venv-bench-crawler" / "bin" / "crawler"
 PEERS = ROOT / "bench" / "peers"
 
 

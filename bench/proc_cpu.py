@@ -24,6 +24,7 @@ from nginx import Nginx  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 WORK = Path(os.environ.get("BENCH_WORK", ROOT / "bench" / ".work"))
 TICK = os.sysconf("SC_CLK_TCK")
+CRAWLER = ROOT / ".venv-bench-crawler" / "bin" / "crawler"  # as in compare.py: a user's install
 
 
 def _processes() -> dict[int, tuple[int, float, int]]:
@@ -72,7 +73,7 @@ def main() -> None:
             for name in names:
                 crawl = WORK / f"proc-cpu-{name}"
                 shutil.rmtree(crawl, ignore_errors=True)
-                cmd = [str(ROOT / ".venv" / "bin" / "crawler"), "crawl", "-c", f"{trees[name]}/config.yaml",
+                cmd = [str(CRAWLER), "crawl", "-c", f"{trees[name]}/config.yaml",
                        "--seeds", str(WORK / "seeds.txt"), "--rounds", "30", "-D", f"crawl_dir={crawl}",
                        "-D", "http.allow_private_networks=true", "-D", "fetcher.min_delay=0",
                        "-D", "fetcher.per_host_concurrency=2", "-D", "fetcher.concurrency=256",
