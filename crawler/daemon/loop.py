@@ -54,6 +54,7 @@ from crawler.errors import CrawlerError, SegmentError
 from crawler.fetcher.events import FetchDone, FetchProgress
 from crawler.fetcher.known import KnownFetched
 from crawler.fetcher.parsepool import ParsePool
+from crawler.fetcher.runner import fetch_gc
 from crawler.fetcher.service import Fetcher
 from crawler.fsutil import TEMP_PREFIX, remove_temp_files, remove_tree
 from crawler.jobs.generate import generate
@@ -346,7 +347,8 @@ class CrawlLoop:
     async def _fetch(fetcher: Fetcher, partitions: list[int] | None, step: contextlib.ExitStack) -> Any:
         """The fetch, then the end of its step: staged by step, its partitions are published before the merge."""
         try:
-            report = await fetcher.run(partitions)
+            with fetch_gc():  # shared by overlapping fetches: put back when the last one ends
+                report = await fetcher.run(partitions)
         except BaseException as exc:
             await asyncio.to_thread(step.__exit__, type(exc), exc, exc.__traceback__)
             raise

@@ -62,6 +62,7 @@ class FetchQueues:
         shared: SharedPoliteness | None = None,
     ) -> None:
         self.cfg = cfg
+        self.per_host = cfg.per_host_concurrency  # read several times per entry: an attribute, not a property
         # Limits kept across every fetch of the process (the daemon's concurrent segments); None = this one only.
         self.shared = shared
         self.max_queued = max_queued
@@ -82,10 +83,6 @@ class FetchQueues:
         self._workers = workers
         self.ready: asyncio.Queue[tuple[HostQueue, Any] | None] = asyncio.Queue()
         self._feeding = True
-
-    @property
-    def per_host(self) -> int:
-        return self.cfg.per_host_concurrency
 
     def _schedule(self, hq: HostQueue, at: float) -> None:
         if hq.scheduled:
@@ -179,6 +176,7 @@ class FetchQueues:
     def reconfigure(self, cfg: FetcherConfig) -> None:
         """New per-host limits and delays, live; queues with a Crawl-delay keep it."""
         self.cfg = cfg
+        self.per_host = cfg.per_host_concurrency
         for hq in self.hosts.values():
             if hq.crawl_delay is None:
                 hq.delay = cfg.min_delay

@@ -37,21 +37,47 @@ _STOPPED = 3  # a child's exit code when a signal stopped it
 _FETCH_GC_THRESHOLD = (20_000, 20, 20)
 
 
+class _GcScope:
+    """The fetches running in this process. Overlapping fetches (the daemon's) share one scope: the heap is
+    frozen when the first starts and given back when the last ends. Freezing again at each start would keep
+    what the others made since (garbage later, cycles among it) out of every collection until the last
+    ended, and the first to end would put the defaults back under the others. So what stays frozen is at
+    most the heap as it was when the scope opened, however long fetches keep overlapping."""
+
+    def __init__(self) -> None:
+        self.fetches = 0
+        self.threshold = gc.get_threshold()
+
+    def enter(self) -> None:
+        self.fetches += 1
+        if self.fetches == 1:
+            self.threshold = gc.get_threshold()
+            gc.freeze()  # imports, config, caches: never garbage during the fetch, so not traversed again and again
+            gc.set_threshold(*_FETCH_GC_THRESHOLD)
+
+    def exit(self) -> None:
+        self.fetches -= 1
+        if self.fetches == 0:
+            gc.set_threshold(*self.threshold)
+            gc.unfreeze()
+
+
+_SCOPE = _GcScope()  # process-wide, as the collector it tunes
+
+
 @contextlib.contextmanager
 def fetch_gc() -> Iterator[None]:
     """Cheaper garbage collection for a fetch: what exists at its start is frozen, collections are rarer.
 
-    Everything is put back afterwards (a cycle frozen here is collected later as usual), so the
-    jobs between rounds and a daemon's other work see the defaults.
+    Everything is put back when the last running fetch ends (a cycle frozen here is collected later as
+    usual), so `crawl`'s jobs between rounds see the defaults; the daemon's jobs, which run beside its
+    fetches, share the fetches' settings while any runs.
     """
-    threshold = gc.get_threshold()
-    gc.freeze()  # imports, config, caches: never garbage during the fetch, so not traversed again and again
-    gc.set_threshold(*_FETCH_GC_THRESHOLD)
+    _SCOPE.enter()
     try:
         yield
     finally:
-        gc.set_threshold(*threshold)
-        gc.unfreeze()
+        _SCOPE.exit()
 
 
 async def _fetch_until_signal(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import logging
 import time
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -102,6 +103,10 @@ class Fetcher:
         self._observed = not isinstance(self.observer, NullObserver)  # no event object per page for nobody
         self.segment = segment
         self.log = log.bind(segment=segment.name)
+        # The per-URL debug line's arguments cost more than the line when debug is off (a bound logger's
+        # level is fixed when it is bound).
+        is_enabled_for = getattr(self.log, "is_enabled_for", None)
+        self._debug = is_enabled_for is None or is_enabled_for(logging.DEBUG)
         self.protocols = ProtocolPool(cfg)
         self.protocol_for = self.protocols.protocol_for
         self.redirects = RedirectPolicy(cfg, held, segment.name)  # held, robots: shared by the daemon's fetches
@@ -376,7 +381,8 @@ class Fetcher:
         return headers
 
     async def _record_response(self, entry: dict[str, Any], response: Response, rules: RobotsRules) -> None:
-        location = response.header("Location")
+        # Only a 3xx's outcome depends on its Location (a header lookup scans every header).
+        location = response.header("Location") if 300 <= response.status < 400 else None
         status = status_for_http(response.status, bool(location))
         redirect = None
         reason = f"{response.status} {response.reason}".strip()
@@ -449,9 +455,10 @@ class Fetcher:
                 url=row["url"], host=row["host"], status=row["status"], http_status=row["http_status"],
                 error_kind=error_kind, bytes=nbytes, elapsed=(row["elapsed_ms"] or 0) / 1000,
             ))
-        self.log.debug("fetch.url", url=row["url"], host=row["host"], status=row["status"],
-                       http_status=row["http_status"], bytes=nbytes, elapsed_ms=row["elapsed_ms"],
-                       reason=row["reason"] or None)
+        if self._debug:
+            self.log.debug("fetch.url", url=row["url"], host=row["host"], status=row["status"],
+                           http_status=row["http_status"], bytes=nbytes, elapsed_ms=row["elapsed_ms"],
+                           reason=row["reason"] or None)
 
 
 async def fetch_segment(cfg: CrawlerConfig, segment: Segment, log: Any, partitions: list[int] | None = None,

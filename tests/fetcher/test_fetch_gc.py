@@ -33,3 +33,22 @@ def test_settings_are_put_back_and_cycles_still_collected():
     assert gc.get_freeze_count() == 0
     gc.collect()
     assert made_before() is None
+
+
+def test_overlapping_fetches_share_one_scope():
+    """Overlapping fetches (the daemon's) keep the settings until the last one ends, in any order."""
+    before = gc.get_threshold()
+    first, second = fetch_gc(), fetch_gc()
+    first.__enter__()
+    frozen = gc.get_freeze_count()
+    second.__enter__()
+    made_during = _cycle()  # made while both run: not frozen by the second start, so collected meanwhile
+    assert gc.get_freeze_count() == frozen
+    first.__exit__(None, None, None)  # the first to start ends first, as the daemon's older segment may
+    assert gc.get_threshold() == _FETCH_GC_THRESHOLD
+    assert gc.get_freeze_count() == frozen
+    gc.collect()
+    assert made_during() is None
+    second.__exit__(None, None, None)
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0

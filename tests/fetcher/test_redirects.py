@@ -48,6 +48,21 @@ class TestChains:
         assert rows[site.url("/new")]["status"] == "success"
         assert site.paths().count("/new") == 1
 
+    async def test_only_a_3xx_location_redirects(self, tmp_path, servers):
+        """A Location on a 200 or a 404 is ignored; a 3xx without one is gone; 302 with one is redirect_temp."""
+        site = await servers("127.0.0.1", {
+            "/ok": page(headers={"Location": "/elsewhere"}),
+            "/missing": page(status=404, headers={"Location": "/elsewhere"}),
+            "/bare": redirect("", status=301),
+            "/temp": redirect("/target", status=302),
+            "/target": page(),
+        })
+        urls = [site.url(p) for p in ("/ok", "/missing", "/bare", "/temp")]
+        _, rows, _ = await fetch(tmp_path, urls)
+        assert [(rows[u]["status"], rows[u]["redirect_url"]) for u in urls] == [
+            ("success", None), ("gone", None), ("gone", None), ("redirect_temp", site.url("/target"))]
+        assert "/elsewhere" not in site.paths()
+
     async def test_filtered_target_is_not_followed(self, tmp_path, servers):
         """A hop whose target urls.filters rejects is recorded on the source row, not fetched."""
         site = await servers("127.0.0.1", {"/a": redirect("/skip/me"), "/skip/me": page()})
