@@ -10,6 +10,7 @@ from typing import Any
 from crawler.config import CrawlerConfig, with_overrides
 from crawler.errors import SegmentError, UsageError
 from crawler.fetcher.parsepool import ParsePool
+from crawler.fetcher.robots import Remembered
 from crawler.fetcher.runner import own_parse_pool, run_fetch
 from crawler.jobs.generate import generate
 from crawler.jobs.inject import inject
@@ -50,8 +51,8 @@ def cmd_generate(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
 
 
 def _fetch(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None = None,
-           parse_pool: ParsePool | None = None) -> None:
-    run_fetch(cfg, segment, partitions, parse_pool)
+           parse_pool: ParsePool | None = None, robots_memory: Remembered | None = None) -> None:
+    run_fetch(cfg, segment, partitions, parse_pool, robots_memory)
 
 
 def cmd_fetch(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
@@ -90,6 +91,9 @@ class _Steps:
 
     def __init__(self, cfg: CrawlerConfig, log: Any, pool: ParsePool | None) -> None:
         self.cfg, self.log, self.pool = cfg, log, pool
+        # Each round's fetch has its own event loop and connections; the robots.txt answers it settled
+        # carry over, so a host's robots.txt is asked once per robots.cache_ttl, not once per round.
+        self.robots: Remembered = {}
 
     def inject(self, seeds: Path) -> None:
         inject(self.cfg, seeds, self.log)
@@ -103,7 +107,7 @@ class _Steps:
         return segment.name if segment else None
 
     def fetch(self, name: str) -> None:
-        _fetch(self.cfg, open_segment(segments_dir(self.cfg) / name), parse_pool=self.pool)
+        _fetch(self.cfg, open_segment(segments_dir(self.cfg) / name), parse_pool=self.pool, robots_memory=self.robots)
 
     def updatedb(self, name: str) -> None:
         _updatedb_fetched(self.cfg, open_segment(segments_dir(self.cfg) / name), self.log)
@@ -142,7 +146,7 @@ class _StagedSteps(_Steps):
 
     def fetch(self, name: str) -> None:
         with self._as("fetch", segment=name, partition=None, spark=False) as (cfg, args):
-            _fetch(cfg, open_segment(args.segment), args.partition, self.pool)  # the partitions it leased
+            _fetch(cfg, open_segment(args.segment), args.partition, self.pool, self.robots)  # the partitions it leased
 
     def updatedb(self, name: str) -> None:
         with self._as("updatedb", segments=[name]) as (cfg, args):

@@ -15,6 +15,10 @@ fetches one cache, so a host's robots.txt is requested once per TTL, not once
 per segment; that cache fetches through the daemon's own protocols (a fetch
 that ends closes its own), and forgets "unavailable" outcomes whenever a new
 segment starts, as a fresh cache per segment did: such a host is asked again.
+``crawl`` runs each round's fetch in an event loop of its own, so it carries the
+settled answers from one round's cache into the next (``settled()``,
+``remembered``): within ``robots.cache_ttl`` a host's robots.txt is requested
+once per crawl, not once per round, and "unavailable" outcomes are asked again.
 """
 
 from __future__ import annotations
@@ -88,13 +92,18 @@ def origin_of(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+# Answers carried from one cache to the next (``crawl``'s rounds): origin -> (expiry on the cache's clock, rules).
+Remembered = dict[str, tuple[float, RobotsRules]]
+
+
 class RobotsCache:
     """One in-flight fetch per origin; later callers await the same future until ``ttl`` runs out."""
 
     def __init__(self, protocol_for: Callable[[str], Protocol], log: Any, *, agent: str = "*",
                  ttl: float = 86400.0, max_entries: int = 50_000,
                  clock: Callable[[], float] = time.monotonic,
-                 url_filter: Callable[[str], str | None] | None = None) -> None:
+                 url_filter: Callable[[str], str | None] | None = None,
+                 remembered: Remembered | None = None) -> None:
         self.protocol_for = protocol_for
         self.url_filter = url_filter  # None if a redirect target may be fetched, else the reason it may not
         self.agent = agent
@@ -102,7 +111,9 @@ class RobotsCache:
         self.ttl = ttl
         self.max_entries = max_entries
         self.clock = clock
-        self._cache: OrderedDict[str, tuple[float, asyncio.Future[RobotsRules]]] = OrderedDict()
+        # A future while this cache's loop fetches; plain rules when remembered from an earlier cache.
+        self._cache: OrderedDict[str, tuple[float, asyncio.Future[RobotsRules] | RobotsRules]] = OrderedDict(
+            remembered or {})
 
     async def rules_for(self, url: str) -> RobotsRules:
         origin = origin_of(url)
@@ -114,8 +125,11 @@ class RobotsCache:
             while len(self._cache) > self.max_entries:
                 self._cache.popitem(last=False)
         else:
-            future = cached[1]
+            held = cached[1]
             self._cache.move_to_end(origin)
+            if isinstance(held, RobotsRules):
+                return held
+            future = held
             if future.done() and not future.cancelled() and future.exception() is None:
                 return future.result()  # the usual case, a settled answer: no shield, no await
         try:
@@ -128,12 +142,18 @@ class RobotsCache:
 
     def forget_unavailable(self) -> int:
         """Drop the settled "disallow all for now" outcomes (429, 5xx, unreachable); returns how many."""
-        stale = [origin for origin, (_, future) in self._cache.items()
-                 if future.done() and not future.cancelled() and future.exception() is None
-                 and future.result().unavailable]
+        stale = [origin for origin, (_, held) in self._cache.items()
+                 if (rules := _settled(held)) is not None and rules.unavailable]
         for origin in stale:
             del self._cache[origin]
         return len(stale)
+
+    def settled(self) -> Remembered:
+        """The answers a next cache may start from: settled, not expired, and not "unavailable" (asked
+        again then, as a new segment of the daemon does)."""
+        now = self.clock()
+        return {origin: (expiry, rules) for origin, (expiry, held) in self._cache.items()
+                if expiry > now and (rules := _settled(held)) is not None and not rules.unavailable}
 
     async def _fetch_logged(self, origin: str) -> RobotsRules:
         rules = await self._fetch(origin)
@@ -180,3 +200,9 @@ class RobotsCache:
                 return RobotsRules(unavailable=True, reason=f"robots.txt answered {status}")
             return RobotsRules(reason=f"robots.txt answered {status}, allowing all")
         return RobotsRules(reason="robots.txt redirects too often, allowing all")
+
+
+def _settled(held: asyncio.Future[RobotsRules] | RobotsRules) -> RobotsRules | None:
+    if isinstance(held, RobotsRules):
+        return held
+    return held.result() if held.done() and not held.cancelled() and held.exception() is None else None

@@ -26,6 +26,7 @@ import uvloop
 from crawler.config import CrawlerConfig
 from crawler.errors import CrawlerError
 from crawler.fetcher.parsepool import ParsePool
+from crawler.fetcher.robots import Remembered
 from crawler.fetcher.service import FetchReport, fetch_segment, fetchlist_partitions
 from crawler.log import configure_logging, get_logger
 from crawler.segments.layout import Segment
@@ -81,7 +82,8 @@ def fetch_gc() -> Iterator[None]:
 
 
 async def _fetch_until_signal(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None,
-                              parse_pool: ParsePool | None = None) -> FetchReport:
+                              parse_pool: ParsePool | None = None,
+                              robots_memory: Remembered | None = None) -> FetchReport:
     log = get_logger(command="fetch")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -95,7 +97,8 @@ async def _fetch_until_signal(cfg: CrawlerConfig, segment: Segment, partitions: 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig)
     try:
-        return await fetch_segment(cfg, segment, log, partitions, stop=stop, parse_pool=parse_pool)
+        return await fetch_segment(cfg, segment, log, partitions, stop=stop, parse_pool=parse_pool,
+                                   robots_memory=robots_memory)
     finally:
         # Back to the default actions: `crawl` runs its jobs between fetches without an event loop,
         # and a handler left behind by this closed loop would swallow a SIGTERM sent then.
@@ -129,16 +132,17 @@ def own_parse_pool(cfg: CrawlerConfig, pool: ParsePool | None = None) -> Iterato
 
 
 def run_fetch(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None = None,
-              parse_pool: ParsePool | None = None) -> None:
+              parse_pool: ParsePool | None = None, robots_memory: Remembered | None = None) -> None:
     """Fetch ``segment`` (all partitions, or the given ones); raises CrawlerError if a signal stopped it.
 
-    ``parse_pool`` is used when the fetch runs in this process; fetch processes have their own.
+    ``parse_pool`` and ``robots_memory`` (the settled robots.txt answers ``crawl`` carries from round to
+    round) are used when the fetch runs in this process; fetch processes have their own.
     """
     chosen = partitions if partitions is not None else fetchlist_partitions(segment)
     groups = shares(chosen, cfg.fetcher.processes)
     if len(groups) <= 1:
         with own_parse_pool(cfg, parse_pool) as pool, fetch_gc():
-            report = uvloop.run(_fetch_until_signal(cfg, segment, partitions, pool))
+            report = uvloop.run(_fetch_until_signal(cfg, segment, partitions, pool, robots_memory))
         stopped = report.stopped
     else:
         stopped = _run_processes(cfg, segment, groups)

@@ -39,7 +39,7 @@ from crawler.fetcher.queuekey import queue_key_for
 from crawler.fetcher.records import body_digest, fetch_row
 from crawler.fetcher.redirects import HeldUrls, RedirectPolicy, listed_hashes
 from crawler.fetcher.resume import OUTPUTS, clear_leftovers, committed_urls
-from crawler.fetcher.robots import RobotsCache, RobotsRules
+from crawler.fetcher.robots import Remembered, RobotsCache, RobotsRules
 from crawler.fsutil import atomic_write_text
 from crawler.models import FetchStatus
 from crawler.parsers.dispatch import ParserDispatch
@@ -95,7 +95,8 @@ class Fetcher:
     def __init__(self, cfg: CrawlerConfig, segment: Segment, log: Any, *,
                  stop: asyncio.Event | None = None, observer: FetchObserver | None = None,
                  parse_pool: ParsePool | None = None, politeness: SharedPoliteness | None = None,
-                 robots: RobotsCache | None = None, held: HeldUrls | None = None) -> None:
+                 robots: RobotsCache | None = None, held: HeldUrls | None = None,
+                 robots_memory: Remembered | None = None) -> None:
         self.cfg = cfg
         self.fetcher_cfg = cfg.fetcher
         self.stop = stop or asyncio.Event()
@@ -114,7 +115,9 @@ class Fetcher:
         # robots.txt may redirect across hosts (RFC 9309), so db.ignore_external_links does not apply to it.
         self.robots = robots if robots is not None else RobotsCache(
             self.protocol_for, self.log, agent=cfg.http.agent_name, ttl=cfg.robots.cache_ttl,
-            url_filter=filters.check if filters is not None else None)
+            url_filter=filters.check if filters is not None else None, remembered=robots_memory)
+        # crawl's next round starts from this fetch's settled robots.txt answers (updated when it ends).
+        self._robots_memory = robots_memory
         self.parse_pool = parse_pool if cfg.fetcher.parse else None
         self.parsers = ParserDispatch(cfg) if cfg.fetcher.parse and parse_pool is None else None
         self.queue_key = queue_key_for(cfg)
@@ -198,6 +201,9 @@ class Fetcher:
                     helper.cancel()
         finally:
             self._task_group = None
+            if self._robots_memory is not None:
+                self._robots_memory.clear()
+                self._robots_memory.update(self.robots.settled())
             await self.protocols.aclose()
             await self.queue_key.aclose()
         for writer in self.writers.values():
@@ -463,5 +469,6 @@ class Fetcher:
 
 async def fetch_segment(cfg: CrawlerConfig, segment: Segment, log: Any, partitions: list[int] | None = None,
                         *, stop: asyncio.Event | None = None, observer: FetchObserver | None = None,
-                        parse_pool: ParsePool | None = None) -> FetchReport:
-    return await Fetcher(cfg, segment, log, stop=stop, observer=observer, parse_pool=parse_pool).run(partitions)
+                        parse_pool: ParsePool | None = None, robots_memory: Remembered | None = None) -> FetchReport:
+    return await Fetcher(cfg, segment, log, stop=stop, observer=observer, parse_pool=parse_pool,
+                         robots_memory=robots_memory).run(partitions)

@@ -85,6 +85,32 @@ class TestRobotsCache:
             await working.aclose()
         assert site.paths() == ["/robots.txt"]
 
+    async def test_settled_answers_carry_into_a_new_cache_but_unavailable_ones_do_not(self, servers):
+        """A cache started from settled() answers a host that answered without a request; a 503 host is asked again."""
+        async def unavailable(request):
+            return web.Response(status=503)
+
+        down = await servers("127.0.0.1", {"/robots.txt": unavailable})
+        up = await servers("127.0.0.2", {"/robots.txt": robots("User-agent: *\nDisallow: /no\n")})
+        protocol = HttpProtocol(load_config(None, ["http.allow_private_networks=true"]))
+        clock = Clock()
+        first = RobotsCache(lambda _url: protocol, structlog.get_logger(), ttl=60, clock=clock)
+        try:
+            await first.rules_for(down.url("/x"))
+            await first.rules_for(up.url("/x"))
+            carried = first.settled()
+            assert list(carried) == [up.url("")]
+            second = RobotsCache(lambda _url: protocol, structlog.get_logger(), ttl=60, clock=clock,
+                                 remembered=carried)
+            assert not (await second.rules_for(up.url("/no"))).allowed(up.url("/no"), "*")
+            assert (await second.rules_for(down.url("/y"))).unavailable
+            clock.now = 61  # the carried answer keeps its own expiry
+            assert second.settled() == {}
+            await second.rules_for(up.url("/z"))
+        finally:
+            await protocol.aclose()
+        assert down.paths() == ["/robots.txt", "/robots.txt"] and up.paths() == ["/robots.txt", "/robots.txt"]
+
 
 class TestRobotsRedirects:
     async def test_redirect_to_a_filtered_url_means_no_robots_txt(self, tmp_path, servers):
