@@ -11,11 +11,11 @@ asked for at most limit + 1 bytes: the same guarantee, one step later.
 from __future__ import annotations
 
 import io
-import zlib
 from typing import Any
 
 import brotlicffi
 import zstandard
+from zlib_ng import zlib_ng
 
 from crawler.errors import ProtocolViolation
 
@@ -32,18 +32,20 @@ class _Identity:
 
 
 class _Zlib:
+    # zlib-ng, not the stdlib's zlib: the same streams inflated in less than half the CPU (a gzip-served
+    # 30 kB page ~29 vs ~65 us), paid in the fetch loop for every compressed page.
     def __init__(self, wbits: int, raw_fallback: bool) -> None:
-        self.obj: Any = zlib.decompressobj(wbits)
+        self.obj: Any = zlib_ng.decompressobj(wbits)
         self.raw_fallback = raw_fallback
         self.started = False
 
     def decode(self, chunk: bytes, room: int) -> bytes:
         try:
             data = self.obj.decompress(chunk, room + 1)
-        except zlib.error:
+        except zlib_ng.error:
             if self.raw_fallback and not self.started:
                 # Some servers send raw deflate without the zlib header.
-                self.obj, self.raw_fallback = zlib.decompressobj(-zlib.MAX_WBITS), False
+                self.obj, self.raw_fallback = zlib_ng.decompressobj(-zlib_ng.MAX_WBITS), False
                 return self.decode(chunk, room)
             raise ProtocolViolation("corrupt compressed body") from None
         self.started = True
@@ -97,9 +99,9 @@ def _codec(encoding: str | None) -> Any:
     if enc in ("identity", ""):
         return _Identity()
     if enc in ("gzip", "x-gzip"):
-        return _Zlib(16 + zlib.MAX_WBITS, raw_fallback=False)
+        return _Zlib(16 + zlib_ng.MAX_WBITS, raw_fallback=False)
     if enc == "deflate":
-        return _Zlib(zlib.MAX_WBITS, raw_fallback=True)
+        return _Zlib(zlib_ng.MAX_WBITS, raw_fallback=True)
     if enc == "br":
         return _Brotli()
     if enc == "zstd":

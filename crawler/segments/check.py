@@ -4,23 +4,26 @@ Used by ``crawler readseg`` so that damage is reported by file name while the
 rest of the segment stays readable. Parquet parts are checked by their footer
 (what a truncated or overwritten file loses first). WARC files are read through
 to the end: warcio alone stops silently at a truncated gzip member or at bytes
-that are not gzip at all, so the gzip members are walked here with zlib first.
+that are not gzip at all, so the gzip members are walked here first (zlib-ng).
 """
 
 from __future__ import annotations
 
-import zlib
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
+from zlib_ng import zlib_ng
 
 from crawler.segments.layout import Segment
 
 PARQUET_OUTPUTS = ("fetcher", "parse_text", "parse_data")
-_CHUNK = 1 << 20
+# Small reads: every member (one a record, ~1.7 kB on average) leaves the rest of the read as a new
+# ``unused_data`` copy, so 1 MiB reads copied ~0.5 MiB per record (62 MB of WARC: 0.68 s CPU; 64 KiB
+# reads 0.19 s, with zlib-ng 0.15 s).
+_CHUNK = 1 << 16
 
 
 def parquet_damage(path: Path, *, deep: bool = False) -> str | None:
@@ -37,18 +40,18 @@ def parquet_damage(path: Path, *, deep: bool = False) -> str | None:
 
 def _gzip_damage(path: Path) -> str | None:
     with open(path, "rb") as fh:
-        inflater, fed = zlib.decompressobj(31), False
+        inflater, fed = zlib_ng.decompressobj(31), False
         while chunk := fh.read(_CHUNK):
             while chunk:
                 try:
                     inflater.decompress(chunk, _CHUNK)  # output dropped: only the framing matters
                     while inflater.unconsumed_tail and not inflater.eof:
                         inflater.decompress(inflater.unconsumed_tail, _CHUNK)
-                except zlib.error as exc:
+                except zlib_ng.error as exc:
                     return f"corrupt gzip data ({exc})"
                 fed = True
                 if inflater.eof:  # one WARC record per member: go on with the next one
-                    chunk, inflater, fed = inflater.unused_data, zlib.decompressobj(31), False
+                    chunk, inflater, fed = inflater.unused_data, zlib_ng.decompressobj(31), False
                 else:
                     chunk = b""
         if fed:

@@ -13,7 +13,7 @@ SHA-1 over exactly those bytes. The HTTP pairs, nearly every record, are
 written by ``http_records`` below: the bytes warcio writes for them (header
 order included; a test holds the two byte-equal once decompressed), at a fraction
 of the CPU (warcio builds each record through streams, spooled files and a
-digester in Python), deflated at level 1 (bodies sent compressed: stored).
+digester in Python), deflated by zlib-ng at a low level (bodies sent compressed: stored).
 warcio still writes warcinfo and resource records.
 With ``fetcher.parse_processes`` the records are encoded in the parse processes
 and the part is written in the pool's writer process (``write_part``), off the
@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import io
+import os
+import random
 import time
-import uuid
-import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
+from zlib_ng import zlib_ng
 
 from crawler import __version__
 from crawler.fsutil import atomic_output, atomic_write_bytes
@@ -54,10 +55,36 @@ Offload = Callable[..., Awaitable[Any]]
 _DROP_HEADERS = {"transfer-encoding"}
 
 
-def write_parquet(rows: list[dict[str, Any]], schema: pa.Schema, path: Path, dictionary: bool = True) -> None:
-    table = pa.Table.from_pylist(rows, schema=schema)
-    with atomic_output(path) as temp:
-        pq.write_table(table, temp, compression="zstd", use_dictionary=dictionary)
+# Rows of ~this much ``slice_by`` text go to Arrow and Parquet together, as one row group. A whole
+# part's page text (~60 MB for 2,000 pages) converted at once grew Arrow's buffer by doubling into
+# fresh memory, faulted in anew for every part: in a crawl about half the column's CPU was the kernel
+# zeroing pages (docs/benchmarks.md). Slices of a few MB reuse the same memory, still in cache for zstd.
+_SLICE_CHARS = 2 << 20
+
+
+def _slices(rows: list[dict[str, Any]], column: str | None) -> list[list[dict[str, Any]]]:
+    """``rows`` cut where the ``column`` text reaches ``_SLICE_CHARS``; one (maybe empty) slice if no column."""
+    if column is None:
+        return [rows]
+    slices: list[list[dict[str, Any]]] = []
+    start = size = 0
+    for end, row in enumerate(rows, 1):
+        size += len(row.get(column) or "")
+        if size >= _SLICE_CHARS:
+            slices.append(rows[start:end])
+            start, size = end, 0
+    if start < len(rows) or not slices:
+        slices.append(rows[start:])
+    return slices
+
+
+def write_parquet(rows: list[dict[str, Any]], schema: pa.Schema, path: Path, dictionary: bool = True,
+                  slice_by: str | None = None) -> None:
+    """``slice_by``: a column of big text values; the rows are then written in slices, a row group each."""
+    with atomic_output(path) as temp, pq.ParquetWriter(temp, schema, compression="zstd",
+                                                       use_dictionary=dictionary) as writer:
+        for part in _slices(rows, slice_by):
+            writer.write_table(pa.Table.from_pylist(part, schema=schema))
 
 
 def warcinfo_record(writer: WARCWriter, filename: str) -> None:
@@ -69,7 +96,6 @@ def warcinfo_record(writer: WARCWriter, filename: str) -> None:
 # base64.b32encode is pure Python (~5 us a digest); a 160-bit digest is exactly 16 groups of 10 bits.
 _B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 _B32_PAIRS = [a + b for a in _B32 for b in _B32]
-_B32_SHIFTS = range(150, -1, -10)
 
 
 def _sha1(*parts: bytes) -> str:
@@ -77,45 +103,92 @@ def _sha1(*parts: bytes) -> str:
     for part in parts:
         digest.update(part)
     n = int.from_bytes(digest.digest(), "big")
-    return "sha1:" + "".join([_B32_PAIRS[(n >> shift) & 1023] for shift in _B32_SHIFTS])
+    # Written out: a loop over the 16 shifts costs half as much again (~1.5 vs ~1 us, three a request).
+    p = _B32_PAIRS
+    return "".join(("sha1:", p[n >> 150], p[n >> 140 & 1023], p[n >> 130 & 1023], p[n >> 120 & 1023],
+                    p[n >> 110 & 1023], p[n >> 100 & 1023], p[n >> 90 & 1023], p[n >> 80 & 1023],
+                    p[n >> 70 & 1023], p[n >> 60 & 1023], p[n >> 50 & 1023], p[n >> 40 & 1023],
+                    p[n >> 30 & 1023], p[n >> 20 & 1023], p[n >> 10 & 1023], p[n & 1023]))
 
 
 _EMPTY_SHA1 = _sha1(b"")
 
 
 # Deflate level 1 instead of zlib's default 6: on a 35 kB HTML page ~4x less CPU (~0.27 vs ~1 ms) for
-# ~17 % more bytes (25.5 vs 21.8 % of the page; docs/benchmarks.md, "Parts").
-_LEVEL = 1
+# ~17 % more bytes (25.5 vs 21.8 % of the page; docs/benchmarks.md, "Parts"). zlib-ng's level 2 is that
+# size (25.2 %) at ~57 % of zlib's level 1 CPU (144 vs 251 us on a 30 kB page); its level 1 is a
+# different, quicker search (69 us) that gives 29 % more bytes. Below ~4 kB (heads, request records,
+# 404 and redirect bodies) a member's fixed cost dominates: level 1 there is ~4 us against ~11 (zlib's
+# level 1 ~6 to 10), for ~50 more bytes a record.
+_LEVEL = 2
+_LEVEL_SMALL = 1
+_SMALL = 4096
 
 
-def _gzip_member(*parts: bytes, level: int = _LEVEL) -> bytes:
+def _gzip_member(*parts: bytes, level: int = _LEVEL_SMALL) -> bytes:
     """One gzip member per record, as warcio writes them."""
-    compressor = zlib.compressobj(level, zlib.DEFLATED, zlib.MAX_WBITS + 16)
-    return b"".join([*(compressor.compress(p) for p in parts), compressor.flush()])
+    # zlib-ng, not the stdlib's zlib: the same format in less CPU (levels above), and none of zlib's
+    # ~256 kB of buffers per member, which malloc can hand back to the kernel on free and fault in anew
+    # for the next one (19 page faults, ~50 us for a 400-byte record; zlib-ng ~3 us, no faults). One
+    # call on the joined parts: a compressobj and a call per part cost more than the copy.
+    return zlib_ng.compress(b"".join(parts), level, zlib_ng.MAX_WBITS + 16)
 
 
-def _http_head(statusline: str, headers: list[tuple[str, str]], **kw: Any) -> bytes:
+def _http_head(protocol: str, statusline: str, headers: list[tuple[str, str]]) -> bytes:
     """The HTTP head as warcio stores it: ASCII, non-ASCII values percent-encoded (RFC 8187)."""
-    head = StatusAndHeaders(statusline, headers, **kw)
     try:
-        return head.to_ascii_bytes()
+        # What StatusAndHeaders.to_ascii_bytes() gives for an ASCII head, without its header copy and
+        # line-by-line += (~3 us a head).
+        return "".join([protocol, " ", statusline, "\r\n", *[f"{k}: {v}\r\n" for k, v in headers], "\r\n"]
+                       ).encode("ascii")
+    except UnicodeEncodeError:
+        pass
+    try:
+        return StatusAndHeaders(statusline, headers, protocol=protocol).to_ascii_bytes()
     except UnicodeEncodeError:
         # warcio encodes only the ``name="value"`` parts of a value with a ';', and fails on the
-        # rest: such a value (a hostile or broken server) is percent-encoded whole instead.
-        safe = [(k, v if v.isascii() else quote(v)) for k, v in headers]
-        return StatusAndHeaders(statusline, safe, **kw).to_ascii_bytes()
+        # rest: such a value (a hostile or broken server) is percent-encoded whole instead. So is a
+        # reason phrase that is not ASCII (warcio leaves it as it is, and fails); aiohttp hands its
+        # bytes over as surrogate escapes, which go back to the bytes served.
+        safe = [(k, v if v.isascii() else quote(v, errors="surrogateescape")) for k, v in headers]
+        if not statusline.isascii():
+            statusline = quote(statusline, safe=" ", errors="surrogateescape")
+        return StatusAndHeaders(statusline, safe, protocol=protocol).to_ascii_bytes()
+
+
+# WARC-Record-IDs are version 4 (random) UUID URNs. uuid.uuid4() costs an os.urandom call and a UUID
+# object per ID (~3 us); these come from a Mersenne Twister seeded from os.urandom (2.5 kB of state),
+# re-seeded in a forked child so that parent and child never share a stream. An ID must be unique, not
+# unpredictable. Two IDs are drawn at once, each half given uuid4's version and variant bits.
+_IDS = random.Random()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_IDS.seed)
+_V4_CLEAR = ~((0xF000 << 64 | 0xC000 << 48) * (1 | 1 << 128))
+_V4_SET = (4 << 76 | 0x8000 << 48) * (1 | 1 << 128)
+
+
+def _record_ids() -> tuple[str, str]:
+    h = f"{_IDS.getrandbits(256) & _V4_CLEAR | _V4_SET:064x}"
+    return (f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}>",
+            f"<urn:uuid:{h[32:40]}-{h[40:44]}-{h[44:48]}-{h[48:52]}-{h[52:]}>")
+
+
+@functools.lru_cache(maxsize=1)
+def _warc_date(second: int) -> str:
+    """WARC-Date to the second (as warcio writes it), formatted once a second rather than per record."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
 
 
 def http_records(response: Response) -> bytes:
     """The response record and its request record (gzipped), byte for byte what warcio writes for them."""
     path = response.url.split("/", 3)[3] if response.url.count("/") >= 3 else ""
-    request_http = _http_head(f"GET /{path} HTTP/1.1", response.request_headers, is_http_request=True)
+    request_http = _http_head("GET", f"/{path} HTTP/1.1", response.request_headers)
     headers = [(k, v) for k, v in response.headers if k.lower() not in _DROP_HEADERS]
-    response_http = _http_head(f"{response.status} {response.reason}".strip(), headers,
-                               protocol=f"HTTP/{response.http_version}")
+    response_http = _http_head(f"HTTP/{response.http_version}", f"{response.status} {response.reason}".strip(),
+                               headers)
     body = response.raw_body
-    date = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    response_id, request_id = f"<urn:uuid:{uuid.uuid4()}>", f"<urn:uuid:{uuid.uuid4()}>"
+    date = _warc_date(int(time.time()))
+    response_id, request_id = _record_ids()
     extra = ""
     if response.peer_ip:
         extra += f"WARC-IP-Address: {response.peer_ip}\r\n"
@@ -137,7 +210,10 @@ def http_records(response: Response) -> bytes:
     ).encode()
     # A body sent gzip (br, zstd...) does not shrink: deflate would search it for matches (~150 us for
     # 7 kB) and then store it as it is anyway; level 0 stores it at once, the same size.
-    level = 0 if response.header("Content-Encoding") not in (None, "", "identity") else _LEVEL
+    if response.header("Content-Encoding") not in (None, "", "identity"):
+        level = 0
+    else:
+        level = _LEVEL if len(body) >= _SMALL else _LEVEL_SMALL
     return (_gzip_member(response_head, response_http, body, b"\r\n\r\n", level=level)
             + _gzip_member(request_head, request_http, b"\r\n\r\n"))
 
@@ -258,6 +334,7 @@ def write_part(segment_path: str, partition: int, seq: int, batch: _Pending) -> 
         warc_records(warc, response)
     atomic_write_bytes(seg.dir("content") / warc_name, buffer.getvalue())
     # Page texts never repeat: a dictionary page would be built and thrown away (~5 us a row).
-    write_parquet(batch.parse_text, PARSE_TEXT, seg.dir("parse_text") / part_name(partition, seq), dictionary=False)
+    write_parquet(batch.parse_text, PARSE_TEXT, seg.dir("parse_text") / part_name(partition, seq), dictionary=False,
+                  slice_by="text")
     write_parquet(batch.parse_data, PARSE_DATA, seg.dir("parse_data") / part_name(partition, seq))
     write_parquet(batch.fetcher, FETCHER, seg.dir("fetcher") / part_name(partition, seq))

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import io
+import os
 import re
+import time
+import uuid
+from datetime import UTC, datetime
 
 from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
@@ -100,3 +105,89 @@ async def test_header_warcio_cannot_encode_is_written_percent_encoded(tmp_path, 
     stored = record.http_headers.get_header("X-Odd")
     assert stored.isascii() and "%" in stored
     assert record.content_stream().read() == b"x"
+
+
+async def _one_response(tmp_path, servers) -> Response:
+    site = await servers("127.0.0.1", {"/p": page(_BODY)})
+    protocol = PROTOCOLS.load("http")(make_cfg(tmp_path))
+    try:
+        return await protocol.fetch(site.url("/p"))
+    finally:
+        await protocol.aclose()
+
+
+def _ids(records: bytes) -> list[tuple[str, str | None]]:
+    return [(r.rec_headers.get_header("WARC-Record-ID"), r.rec_headers.get_header("WARC-Concurrent-To"))
+            for r in ArchiveIterator(io.BytesIO(records))]
+
+
+async def test_record_ids_are_distinct_version_4_uuid_urns(tmp_path, servers):
+    """Every record of 2,000 pairs gets its own RFC 4122 version 4 UUID URN, and each request points at its response."""
+    response = await _one_response(tmp_path, servers)
+    seen = []
+    for _ in range(2000):
+        (response_id, _), (request_id, concurrent) = _ids(http_records(response))
+        assert concurrent == response_id
+        seen += [response_id, request_id]
+    assert len(set(seen)) == len(seen)
+    for record_id in seen[:200]:
+        assert record_id.startswith("<urn:uuid:") and record_id.endswith(">")
+        parsed = uuid.UUID(record_id[10:-1])
+        assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)
+        assert str(parsed) == record_id[10:-1]
+
+
+async def test_a_forked_child_draws_other_record_ids_than_its_parent(tmp_path, servers):
+    """A process forked after records were made (a worker) does not repeat its parent's next record IDs."""
+    response = await _one_response(tmp_path, servers)
+    http_records(response)
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child writes its next IDs and leaves at once, running nothing of pytest's
+        os.write(writer, " ".join(i for i, _ in _ids(http_records(response))).encode())
+        os._exit(0)
+    os.close(writer)
+    parent_ids = [i for i, _ in _ids(http_records(response))]
+    with os.fdopen(reader, "rb") as pipe:
+        child_ids = pipe.read().decode().split()
+    assert os.waitpid(child, 0)[1] == 0
+    assert len(child_ids) == 2 and not set(child_ids) & set(parent_ids)
+
+
+async def test_warc_date_is_the_second_the_records_were_made(tmp_path, servers):
+    """WARC-Date (formatted once a second) is the UTC second of the call, in warcio's format, across seconds."""
+    response = await _one_response(tmp_path, servers)
+    dates = []
+    for _ in range(3):
+        before = int(time.time())
+        records = list(ArchiveIterator(io.BytesIO(http_records(response))))
+        after = int(time.time())
+        dates += [r.rec_headers.get_header("WARC-Date") for r in records]
+        for record in records:
+            date = record.rec_headers.get_header("WARC-Date")
+            assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", date)
+            assert before <= datetime.strptime(date, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp() <= after
+        await asyncio.sleep(0.6)  # the next call falls in another second at least once
+    assert len(set(dates)) >= 2
+
+
+async def test_reason_phrase_that_is_not_ascii_is_stored_percent_encoded(tmp_path):
+    """A status line with non-ASCII bytes in its reason (warcio fails on it) is stored as those bytes percent-encoded."""
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 D\xe9j\xe0 OK\r\nContent-Length: 2\r\n\r\nhi")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    protocol = PROTOCOLS.load("http")(make_cfg(tmp_path))
+    try:
+        response = await protocol.fetch(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/x")
+    finally:
+        await protocol.aclose()
+        server.close()
+        await server.wait_closed()
+    record = next(iter(ArchiveIterator(io.BytesIO(http_records(response)), check_digests="raise")))
+    assert record.http_headers.protocol == "HTTP/1.1"
+    assert record.http_headers.statusline == "200 D%E9j%E0 OK"
+    assert record.content_stream().read() == b"hi"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import random
+import zlib
 
 import pyarrow.parquet as pq
 from aiohttp import web
@@ -42,6 +43,30 @@ async def test_plain_body_is_deflated_and_compressed_body_stored(tmp_path, serve
     plain_size, gzip_size = sizes
     assert plain_size < len(_HTML) / 2  # deflated
     assert len(responses[1].raw_body) < gzip_size < len(responses[1].raw_body) + 2000  # stored, plus headers
+
+
+async def test_plain_page_record_is_no_bigger_than_zlib_level_1_made_it(tmp_path, servers):
+    """A plain page's response record (zlib-ng) is within 2 % of zlib level 1's size; both gzip members verify."""
+    rng = random.Random(3)
+    links = "".join(f'<a href="/{rng.choice(_WORDS)}/{rng.randrange(500)}">{rng.choice(_WORDS)} {rng.choice(_WORDS)}</a> '
+                    for _ in range(1500))  # ~55 kB that deflates about as a real page does (~21 %)
+
+    async def plain(request: web.Request) -> web.Response:
+        return web.Response(text=f"<html><body>{links}</body></html>", content_type="text/html")
+
+    site = await servers("127.0.0.1", {"/plain": plain})
+    protocol = PROTOCOLS.load("http")(make_cfg(tmp_path))
+    try:
+        response = await protocol.fetch(site.url("/plain"))
+    finally:
+        await protocol.aclose()
+    records = http_records(response)
+    stream = zlib.decompressobj(31)
+    response_record = stream.decompress(records)
+    assert stream.eof and gzip.decompress(stream.unused_data).startswith(b"WARC/1.0\r\nWARC-Type: request")
+    response_size = len(records) - len(stream.unused_data)
+    assert len(response.raw_body) > 50_000
+    assert response_size <= 1.02 * len(zlib.compress(response_record, 1, 31))
 
 
 def test_parse_text_round_trips_without_dictionary(tmp_path):
