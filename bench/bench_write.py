@@ -8,7 +8,9 @@ web) and once plain, parsed by ParserDispatch for its parse_text and parse_data
 rows. Each part is written with ``write_part`` (what ``PartitionWriter.commit``
 runs in a thread) and its pieces timed alone; figures are CPU time of this
 process (``time.process_time``), the median of the runs, per record, with the
-size of what was written.
+size of what was written. The memory here stays warm from run to run: the page
+faults a crawl's parts pay for fresh memory (what slicing parse_text avoids) do
+not show; bench/write_steps.py times the same steps inside a real crawl.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ def cpu_us(fn: Callable[[], object], records: int, runs: int) -> float:
 
 def report(pending: _Pending, served: str, runs: int, parquet: bool) -> None:
     n = len(pending.responses)
+    entries = [({"url": r.url, "host": r.url.split("/")[2].split(":")[0]}, r) for r in pending.responses]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         rows: list[tuple[str, Callable[[], object], float | str | None]] = [
@@ -83,10 +86,12 @@ def report(pending: _Pending, served: str, runs: int, parquet: bool) -> None:
         if parquet:
             rows += [
                 ("  parse_text Parquet", lambda: write_parquet(pending.parse_text, PARSE_TEXT, folder / "t.parquet",
-                                                               dictionary=False), "t.parquet"),
+                                                               dictionary=False, slice_by="text"), "t.parquet"),
                 ("  parse_data Parquet", lambda: write_parquet(pending.parse_data, PARSE_DATA, folder / "d.parquet"),
                  "d.parquet"),
                 ("  fetcher Parquet", lambda: write_parquet(pending.fetcher, FETCHER, folder / "f.parquet"), "f.parquet"),
+                ("fetch_row (digest apart)", lambda: [fetch_row(e, FetchStatus.SUCCESS, response=r, digest=False)
+                                                      for e, r in entries], None),
             ]
         for name, fn, size in rows:
             us = cpu_us(fn, n, runs)

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, datetime
+import time
+from datetime import datetime, timedelta
 from typing import Any
 
 from crawler.models import FetchStatus
 from crawler.parsers.base import ParseResult
 from crawler.protocols.base import Response
 
+_EPOCH = datetime(1970, 1, 1)
+
 
 def utcnow() -> datetime:
     """Naive UTC, the form every timestamp column uses."""
-    return datetime.now(UTC).replace(tzinfo=None)
+    # What datetime.now(UTC).replace(tzinfo=None) gives, in ~0.65 instead of ~1.05 us: one per fetcher row.
+    return _EPOCH + timedelta(microseconds=time.time_ns() // 1000)
+
+
+# The response headers a fetcher row keeps, by lower-case name: one pass over the headers instead of
+# a ``Response.header`` scan, lower-casing every header, for each of the three.
+_KEPT_HEADERS = {"content-type": "content_type", "last-modified": "last_modified", "etag": "etag"}
 
 
 def fetch_row(
@@ -27,35 +36,23 @@ def fetch_row(
     digest: bool = True,
 ) -> dict[str, Any]:
     """``digest=False``: the caller fills ``digest`` (a parse process computes it, off the fetch process)."""
-    row: dict[str, Any] = {
-        "url": entry["url"],
-        "host": entry["host"],
-        "status": str(status),
-        "http_status": None,
-        "reason": reason,
-        "fetch_time": fetch_time or utcnow(),
-        "elapsed_ms": None,
-        "content_type": None,
-        "content_length": None,
-        "truncated": False,
-        "digest": None,
-        "redirect_url": redirect_url,
-        "last_modified": None,
-        "etag": None,
-    }
-    if response is not None:
-        row.update(
-            http_status=response.status,
-            elapsed_ms=int(response.elapsed * 1000),
-            content_type=response.header("Content-Type"),
-            content_length=len(response.body),
-            truncated=response.truncated,
-            last_modified=response.header("Last-Modified"),
-            etag=response.header("ETag"),
-        )
-        if status == FetchStatus.SUCCESS and digest:
-            row["digest"] = body_digest(response.body)
-    return row
+    # One dict literal per row (this runs for every request): no row.update(), no default values overwritten.
+    if response is None:
+        return {"url": entry["url"], "host": entry["host"], "status": str(status), "http_status": None,
+                "reason": reason, "fetch_time": fetch_time or utcnow(), "elapsed_ms": None, "content_type": None,
+                "content_length": None, "truncated": False, "digest": None, "redirect_url": redirect_url,
+                "last_modified": None, "etag": None}
+    kept: dict[str, str] = {}
+    for key, value in response.headers:
+        name = _KEPT_HEADERS.get(key.lower())
+        if name is not None and name not in kept:  # the first of a repeated header, as Response.header
+            kept[name] = value
+    return {"url": entry["url"], "host": entry["host"], "status": str(status), "http_status": response.status,
+            "reason": reason, "fetch_time": fetch_time or utcnow(), "elapsed_ms": int(response.elapsed * 1000),
+            "content_type": kept.get("content_type"), "content_length": len(response.body),
+            "truncated": response.truncated,
+            "digest": body_digest(response.body) if digest and status == FetchStatus.SUCCESS else None,
+            "redirect_url": redirect_url, "last_modified": kept.get("last_modified"), "etag": kept.get("etag")}
 
 
 def body_digest(body: bytes) -> str:
