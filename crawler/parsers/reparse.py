@@ -31,12 +31,12 @@ from crawler.config import CrawlerConfig
 from crawler.errors import CrawlerError, SegmentError
 from crawler.fetcher.records import parse_rows
 from crawler.fsutil import TEMP_PREFIX, atomic_write_text, remove_tree, swap_dirs
-from crawler.models import PARSE_DATA, PARSE_TEXT
+from crawler.models import PARSE_DATA
 from crawler.parsers.base import ParseResult
 from crawler.parsers.dispatch import ParserDispatch
 from crawler.protocols.decoding import Decoder
 from crawler.segments.layout import SUCCESS, Segment
-from crawler.segments.writer import write_parquet
+from crawler.segments.writer import write_parquet, write_parse_text
 
 OUTPUTS = ("parse_text", "parse_data")
 LOCK = ".parse.lock"
@@ -121,7 +121,7 @@ def reparse_part(
             f"(truncated or corrupt WARC part?), e.g. {min(wanted)}"
         )
     report.parsed = len(data_rows)
-    write_parquet(text_rows, PARSE_TEXT, out_dirs["parse_text"] / fetcher_part.name)
+    write_parse_text(text_rows, out_dirs["parse_text"] / fetcher_part.name)
     write_parquet(data_rows, PARSE_DATA, out_dirs["parse_data"] / fetcher_part.name)
     return report
 

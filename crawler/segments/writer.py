@@ -87,6 +87,12 @@ def write_parquet(rows: list[dict[str, Any]], schema: pa.Schema, path: Path, dic
             writer.write_table(pa.Table.from_pylist(part, schema=schema))
 
 
+def write_parse_text(rows: list[dict[str, Any]], path: Path) -> None:
+    """A parse_text part, as the fetcher and `parse` both write it."""
+    # Page texts never repeat: a dictionary page would be built and thrown away (~5 us a row).
+    write_parquet(rows, PARSE_TEXT, path, dictionary=False, slice_by="text")
+
+
 def warcinfo_record(writer: WARCWriter, filename: str) -> None:
     info = {"software": f"crawler/{__version__}", "format": "WARC File Format 1.0",
             "description": "crawler segment content part"}
@@ -333,8 +339,6 @@ def write_part(segment_path: str, partition: int, seq: int, batch: _Pending) -> 
     for response in batch.responses:
         warc_records(warc, response)
     atomic_write_bytes(seg.dir("content") / warc_name, buffer.getvalue())
-    # Page texts never repeat: a dictionary page would be built and thrown away (~5 us a row).
-    write_parquet(batch.parse_text, PARSE_TEXT, seg.dir("parse_text") / part_name(partition, seq), dictionary=False,
-                  slice_by="text")
+    write_parse_text(batch.parse_text, seg.dir("parse_text") / part_name(partition, seq))
     write_parquet(batch.parse_data, PARSE_DATA, seg.dir("parse_data") / part_name(partition, seq))
     write_parquet(batch.fetcher, FETCHER, seg.dir("fetcher") / part_name(partition, seq))
