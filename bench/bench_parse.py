@@ -10,13 +10,25 @@ sniffing, decoding, title, text and normalized outlinks. The peer is selectolax
 alone (parse + body text, no links) on the same 30 kB page: the ratio says what
 decoding, link resolution/normalization and text clean-up add on top of the parser.
 The last line times an undeclared windows-1252 page, where charset detection runs.
+
+Cold mode, ``--web DIR`` (the bench web of bench/sitegen.py, e.g. bench/.work/web after a
+compare.py run): every page parsed once, as a crawl parses it, in a fresh process per run;
+prints the CPU time per page (process_time, so it survives a loaded machine). With
+``--tree NAME=PATH`` (repeatable) the runs alternate between source trees, e.g. the tree before
+a change (``git archive HEAD crawler | tar -x -C /tmp/old``) and this one, and medians are compared:
+
+    .venv/bin/python bench/bench_parse.py --web bench/.work/web --runs 5 --tree old=/tmp/old --tree new=.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -134,10 +146,66 @@ def summary(times: list[float]) -> tuple[float, float]:
     return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
+def cold_once(web: Path) -> dict:
+    """Parse every page of the web once; CPU microseconds per page."""
+    pages = []
+    for path in sorted(web.rglob("*.html")):
+        host, *rest = path.relative_to(web).parts
+        pages.append((path.read_bytes(), f"http://{host}:18080/{'/'.join(rest)}"))
+    dispatch = ParserDispatch(CrawlerConfig())
+    start = time.process_time()
+    for body, url in pages:
+        dispatch.parse(body, url, "text/html")  # as nginx serves them: no charset in the header
+    cpu = time.process_time() - start
+    return {"pages": len(pages), "us_per_page": cpu / len(pages) * 1e6}
+
+
+def cold(web: Path, runs: int, trees: list[str]) -> None:
+    """Alternate fresh processes over the trees; print each tree's median CPU per page."""
+    named = [t.split("=", 1) if "=" in t else ["this", t] for t in trees] or [["this", ""]]
+    results: dict[str, list[float]] = {name: [] for name, _ in named}
+    pages = 0
+    for _ in range(runs):
+        for name, tree in named:
+            env = dict(os.environ)
+            if tree:
+                env["PYTHONPATH"] = str(Path(tree).resolve())
+            out = subprocess.run(
+                [sys.executable, __file__, "--web", str(web), "--once"],
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+            run = json.loads(out)
+            pages = run["pages"]
+            results[name].append(run["us_per_page"])
+    print(f"cold parse of {pages} pages, {runs} runs per tree, load average {os.getloadavg()[0]:.2f}")
+    first = statistics.median(results[named[0][0]])
+    for name, times in results.items():
+        median = statistics.median(times)
+        runs_text = " ".join(f"{t:.0f}" for t in times)
+        print(
+            f"{name:<8} {median:7.1f} us CPU per page (runs: {runs_text}), {median / first:.2f}x {named[0][0]}"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=1.5, help="time spent per page size")
+    ap.add_argument("--web", type=Path, help="cold mode: parse each page of this bench web once")
+    ap.add_argument("--runs", type=int, default=5, help="cold mode: fresh processes per tree")
+    ap.add_argument(
+        "--tree", action="append", default=[], help="cold mode: NAME=PATH of a source tree to time"
+    )
+    ap.add_argument("--once", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.web is not None:
+        if args.once:
+            print(json.dumps(cold_once(args.web)))
+        else:
+            cold(args.web, args.runs, args.tree)
+        return
 
     dispatch = ParserDispatch(CrawlerConfig())
     ctype = "text/html; charset=utf-8"

@@ -32,6 +32,10 @@ _SUPERSETS = {"iso8859-1": "cp1252", "ascii": "cp1252", "iso8859-9": "cp1254", "
 _NOT_CHARSETS = frozenset({"utf-7", "unicode-escape", "raw-unicode-escape", "punycode", "idna", "undefined"})
 
 
+# Every ASCII byte, then the sequences that shift a stateful codec (ISO-2022, HZ) out of ASCII.
+_ASCII_SAMPLE = bytes(range(128)) + b"\x1b$B\x1b(J\x1b$)A\x1b$(C\x0e\x0f~{~}+-"
+
+
 class Decoded(NamedTuple):
     text: str
     charset: str  # Python codec name
@@ -49,6 +53,12 @@ def codec_name(label: str) -> str | None:
     if name in _NOT_CHARSETS:
         return None
     return _SUPERSETS.get(name, name)
+
+
+@functools.lru_cache(maxsize=256)
+def reads_ascii_as_itself(name: str) -> bool:
+    """Whether the codec decodes any ASCII bytes to the same characters (not UTF-16, EBCDIC, ISO-2022)."""
+    return _ASCII_SAMPLE.decode(name, "replace") == _ASCII_SAMPLE.decode("ascii")
 
 
 def header_charset(content_type: str | None) -> str | None:
@@ -103,3 +113,23 @@ def decode(body: bytes, content_type: str | None, *, html: bool = False) -> Deco
     if (name := detect(body)) is not None:
         return Decoded(body.decode(name, "replace"), name, "detected")
     return Decoded(body.decode(FALLBACK, "replace"), FALLBACK, "fallback")
+
+
+def decode_utf8(body: bytes, content_type: str | None, *, html: bool = False) -> tuple[bytes, str, str]:
+    """decode()'s text as UTF-8 bytes, with its charset and source: for a parser that reads bytes."""
+    # An ASCII body (no BOM then) in a charset that reads ASCII as itself, as most pages are, is
+    # its own UTF-8: checking that is half the cost of a decode, and there is no encode after.
+    if body.isascii():
+        name, source = header_charset(content_type), "header"
+        if name is None and html:
+            name, source = _meta_charset(body), "meta"
+        if name is None:
+            return body, "utf-8", "utf-8"
+        if reads_ascii_as_itself(name):
+            return body, name, source
+    text, charset, source = decode(body, content_type, html=html)
+    # A UTF-8 body decoded without a replacement character (free to check on a text with no
+    # character above U+00FF) is those bytes.
+    if charset == "utf-8" and source != "bom" and "\ufffd" not in text:
+        return body, charset, source
+    return text.encode("utf-8"), charset, source

@@ -6,12 +6,13 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
+import stringzilla
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from crawler.config import CrawlerConfig
 from crawler.parsers.base import Outlink, ParseResult
 from crawler.parsers.directives import Robots, parse_directives, robot_names
-from crawler.parsers.encoding import decode
+from crawler.parsers.encoding import decode_utf8
 from crawler.urls.normalize import normalize
 
 # Where each outlink element keeps its target.
@@ -26,7 +27,7 @@ _OTHER_SCHEMES = ("javascript:", "mailto:", "tel:", "data:")
 _INVISIBLE = ["script", "style", "noscript", "template", "title", "iframe", "noembed"]
 # Phrasing elements: unwrapping them before merging text nodes keeps "wor<b>ld</b>"
 # one word, while text separated by block boundaries (<p>, <li>, <br>) gets a space.
-# One Python pass over the body finds them faster than a CSS list (one tree walk per name).
+# One Python pass over the body finds them faster than a CSS list (lexbor matches each selector in turn).
 # fmt: off
 _INLINE = frozenset((
     "a", "abbr", "b", "bdi", "bdo", "big", "cite", "code", "data", "del", "dfn", "em", "font", "i", "ins",
@@ -42,13 +43,38 @@ def _tag_ids(names: Iterable[str]) -> frozenset[int]:
     return frozenset(node.tag_id for node in doc.body.traverse() if node.tag in names)
 
 
+def _tag_id(name: str) -> int:
+    for markup in (f"<body><{name}></{name}>", f"<frameset><{name}>"):  # <frame> parses only in a frameset
+        for node in LexborHTMLParser(markup).root.traverse():
+            if node.tag == name:
+                return node.tag_id
+    raise ValueError(f"lexbor has no element {name}")
+
+
 _INLINE_IDS = _tag_ids(_INLINE)
+_TAG_OF_ID = {_tag_id(name): name for name in _TARGET_ATTR}
+_BASE_ID, _META_ID, _TITLE_ID = _tag_id("base"), _tag_id("meta"), _tag_id("title")
+# What one walk of the document collects each element for (an element may play two roles: <a> is
+# an outlink and inline, <title> the title and invisible). Each css() call would walk the whole
+# tree again (lexbor matches a selector list one selector at a time), strip_tags once per name.
+_LINK, _HEAD, _INLINE_ROLE, _INVISIBLE_ROLE = 1, 2, 4, 8
+_ROLES: dict[int, int] = {}
+for _id in _INLINE_IDS:
+    _ROLES[_id] = _INLINE_ROLE
+for _id in map(_tag_id, _INVISIBLE):
+    _ROLES[_id] = _ROLES.get(_id, 0) | _INVISIBLE_ROLE
+for _id in (_BASE_ID, _META_ID, _TITLE_ID):
+    _ROLES[_id] = _ROLES.get(_id, 0) | _HEAD
+_SLASHES = ("/", "\\")
 # WHATWG "refresh" content: a delay, optional ';'/',', optional "url=", then the URL.
 _REFRESH = re.compile(r"\s*[\d.]*\s*[;,]?\s*(?:url\s*=\s*)?(.*)", re.I | re.S)
 
 
 # Every character str.split() splits on, but the space (none is above U+3000).
 _OTHER_WS = tuple(c for c in map(chr, range(0x3001)) if c.isspace() and c != " ")
+# The Latin-1 ones, as the bytes of a Latin-1 str: what one StringZilla pass looks for.
+_LATIN1_OTHER_WS = "".join(c for c in _OTHER_WS if c <= "\xff")
+_LATIN1_OTHER_WS_BYTES = _LATIN1_OTHER_WS.encode("latin-1")
 _SPACE_RUN = re.compile("  +")
 
 
@@ -57,12 +83,27 @@ def collapse_ws(s: str) -> str:
     if len(s) < 256:
         return " ".join(s.split())
     # The same result without a str object per word (a page's text has thousands; split is ~30 ns
-    # each): `c in s` is a memchr, and free for a character wider than any in s (a Latin-1 text
-    # scans for 11 of these, not 28). Page text mostly has single spaces left after the separator.
-    for c in _OTHER_WS:
-        if c in s:
-            s = s.replace(c, " ")
-    if "  " in s:
+    # each). Page text mostly has single spaces left after the separator.
+    try:
+        raw = s.encode("latin-1")  # an ASCII or Latin-1 str's own bytes, copied at memcpy speed
+    except UnicodeEncodeError:
+        raw = None
+    if raw is not None:
+        # StringZilla's SIMD searches: one pass for all the other whitespace instead of a memchr
+        # per character, and the search for a double space at a fiftieth of the CPU of str's (which
+        # steps through a text with a space every few characters one or two at a time).
+        if stringzilla.find_first_of(raw, _LATIN1_OTHER_WS_BYTES) >= 0:
+            for c in _LATIN1_OTHER_WS:
+                s = s.replace(c, " ")
+            raw = s.encode("latin-1")
+        double = stringzilla.contains(raw, b"  ")
+    else:
+        # `c in s` is a memchr, and free for a character wider than any in s.
+        for c in _OTHER_WS:
+            if c in s:
+                s = s.replace(c, " ")
+        double = "  " in s
+    if double:
         s = _SPACE_RUN.sub(" ", s)
     return s.strip(" ")
 
@@ -103,15 +144,23 @@ def _origin(base: str) -> str | None:
     return url[: url.index("/", url.index("://") + 3)]
 
 
-def _base_url(tree: LexborHTMLParser, url: str) -> str:
-    node = tree.css_first("base[href]")
+def _has_attribute(node: LexborNode, attrs: dict[str, str | None], name: str) -> bool:
+    """Whether the CSS selector [name] matches: lexbor also matches a namespaced attribute
+    by its local name (svg's xlink:href), which the attribute dict keys by its qualified name."""
+    return name in attrs or (any(":" in key for key in attrs) and node.css_matches(f"[{name}]"))
+
+
+def _base_url(node: LexborNode | None, url: str) -> str:
+    """The URL relative links resolve against: the first <base href>'s, else the page's."""
     # Like the HTML Standard ignoring javascript:/data: bases, an unusable base is ignored.
     return (_resolve(node.attributes.get("href"), url) if node is not None else None) or url
 
 
 def _anchor(node: LexborNode, tag: str) -> str:
     if tag == "a":
-        text = collapse_ws(node.text())
+        # An anchor is short: split and join is collapse_ws without the call. text_lexbor() is
+        # text() (every descendant text node, in order) without the Python-side buffer object.
+        text = " ".join(node.text_lexbor().split())
         if not text and (img := node.css_first("img[alt]")) is not None:
             text = collapse_ws(img.attributes.get("alt") or "")  # image links: alt is the anchor
         return text
@@ -134,8 +183,11 @@ class HtmlParser:
         self._follow_nofollow = follow_nofollow_links
         self._tags = frozenset(t.lower() for t in outlink_tags)
         self._link_rels = frozenset(r.lower() for r in link_rels)
-        # <link> is always selected: rel=canonical is read from it even when it is no outlink.
-        self._selector = ", ".join(f"{t}[{_TARGET_ATTR[t]}]" for t in sorted(self._tags | {"link"}))
+        # <link> is always collected: rel=canonical is read from it even when it is no outlink.
+        self._roles = dict(_ROLES)
+        for tag_id, tag in _TAG_OF_ID.items():
+            if tag in self._tags or tag == "link":
+                self._roles[tag_id] = self._roles.get(tag_id, 0) | _LINK
 
     def parse(self, body: bytes, url: str, content_type: str | None) -> ParseResult:
         if not body:
@@ -146,35 +198,62 @@ class HtmlParser:
             return ParseResult(status="failed", reason=f"{type(exc).__name__}: {exc}")
 
     def _parse(self, body: bytes, url: str, content_type: str | None) -> ParseResult:
-        text, charset, source = decode(body, content_type, html=True)
-        # Lexbor reads UTF-8 bytes about twice as fast as a str. A UTF-8 body decoded without a
-        # replacement character (free to check on a text with no character above U+00FF) is those bytes.
-        utf8 = body if charset == "utf-8" and source != "bom" and "\ufffd" not in text else text.encode("utf-8")
+        utf8, charset, source = decode_utf8(body, content_type, html=True)  # lexbor reads UTF-8 bytes fastest
         tree = LexborHTMLParser(utf8)
         res = ParseResult(status="success", metadata={"charset": charset, "charset_source": source})
-        base = _base_url(tree, url)
-        self._read_meta(tree, res, base)
+        links: list[LexborNode] = []
+        heads: list[LexborNode] = []
+        inline: list[LexborNode] = []
+        invisible: list[LexborNode] = []
+        roles = self._roles
         root = tree.root
+        for node in root.traverse() if root is not None else ():  # document order
+            role = roles.get(node.tag_id)
+            if role is None:
+                continue
+            if role & _LINK:
+                links.append(node)
+            if role & _HEAD:
+                heads.append(node)
+            if role & _INLINE_ROLE:
+                inline.append(node)
+            elif role & _INVISIBLE_ROLE:
+                invisible.append(node)
+        base_node = title = None
+        metas: list[LexborNode] = []
+        for node in heads:
+            tag_id = node.tag_id
+            if tag_id == _TITLE_ID:
+                title = title or node
+            elif tag_id == _META_ID:
+                if _has_attribute(node, node.attributes, "content"):
+                    metas.append(node)
+            elif base_node is None and _has_attribute(node, node.attributes, "href"):
+                base_node = node
+        base = _base_url(base_node, url)
+        self._read_meta(metas, res, base)
         if root is not None and (lang := collapse_ws(root.attributes.get("lang") or "")):
             res.metadata["lang"] = lang
-        if (title := tree.css_first("title")) is not None:
+        if title is not None:
             res.title = collapse_ws(title.text())
-        res.outlinks = self._outlinks(tree, res, base)
-        # Text last: it mutates the tree.
-        if tree.body is not None:
-            tree.strip_tags(_INVISIBLE, recursive=True)
-            body_node = tree.body
-            for node in [n for n in body_node.traverse() if n.tag_id in _INLINE_IDS]:
+        res.outlinks = self._outlinks(links, res, base)
+        # Text last: it mutates the tree. Elements outside the body change none of its text.
+        if (body_node := tree.body) is not None:
+            # Unwrapping first leaves the same text, and deleting in reverse document order deletes
+            # a nested invisible element before the one around it, never after it was freed with it.
+            for node in inline:
                 node.unwrap()
+            for node in reversed(invisible):
+                node.decompose()
             tree.merge_text_nodes()
             # Stripping each text node and skipping blank ones (indentation) leaves the same words
             # with fewer whitespace runs for collapse_ws.
             res.text = collapse_ws(body_node.text(separator=" ", strip=True, skip_empty=True))
         return res
 
-    def _read_meta(self, tree: LexborHTMLParser, res: ParseResult, base: str) -> None:
+    def _read_meta(self, metas: list[LexborNode], res: ParseResult, base: str) -> None:
         robots = Robots()
-        for node in tree.css("meta[content]"):
+        for node in metas:
             attrs = node.attributes
             content = attrs.get("content") or ""
             name = (attrs.get("name") or "").strip().lower()
@@ -187,7 +266,7 @@ class HtmlParser:
                 res.refresh = _resolve(_refresh_target(content), base)
         res.noindex, res.nofollow = robots
 
-    def _outlinks(self, tree: LexborHTMLParser, res: ParseResult, base: str) -> list[Outlink]:
+    def _outlinks(self, links: list[LexborNode], res: ParseResult, base: str) -> list[Outlink]:
         follow = not res.nofollow
         tags, link_rels = self._tags, self._link_rels
         resolved: dict[str, str | None] = {}  # pages repeat hrefs; normalizing is the costly part
@@ -196,8 +275,8 @@ class HtmlParser:
         origin = _origin(base)
         root = origin + "/" if origin is not None else None
         found: dict[str, Outlink] = {}  # insertion order = document order, first anchor kept
-        for node in tree.css(self._selector):
-            tag = node.tag
+        for node in links:
+            tag = _TAG_OF_ID[node.tag_id]  # an int lookup; .tag builds a str
             attrs = node.attributes
             rel = attrs.get("rel")
             rels = rel.lower().split() if rel else ()
@@ -215,12 +294,13 @@ class HtmlParser:
                 target = resolved[raw]
             elif root is None:
                 target = resolved[raw] = _resolve(raw, base)
-            elif raw.startswith(_OTHER_SCHEMES):  # what normalize() would reject, without its regex and raise
-                target = resolved[raw] = None
+            # Most links are paths from the root: tested first, as the prefixes exclude each other.
+            elif raw[:1] in _SLASHES:
+                target = resolved[raw] = _resolve_shared(raw, root)
             elif raw.startswith(_ABSOLUTE):
                 target = resolved[raw] = _resolve_shared(raw, None)
-            elif raw[:1] in ("/", "\\"):
-                target = resolved[raw] = _resolve_shared(raw, root)
+            elif raw.startswith(_OTHER_SCHEMES):  # what normalize() would reject, without its regex and raise
+                target = resolved[raw] = None
             else:
                 target = resolved[raw] = _resolve(raw, base)
             if target is not None and target not in found:

@@ -55,6 +55,10 @@ _MAGIC = (
     (0, b"\x7fELF", "application/x-executable"),
     (0, b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "application/x-ole-storage"),
 )
+# The signatures a body can match, in _MAGIC's order, by its first byte: a page starting with '<'
+# is checked against the two not at offset 0 instead of all of them.
+_MAGIC_BY_FIRST_BYTE = tuple(tuple(m for m in _MAGIC if m[0] or m[1][0] == byte) for byte in range(256))
+_MAGIC_NOT_AT_START = tuple(m for m in _MAGIC if m[0])
 # WHATWG "binary data byte": control characters no text file contains.
 _BINARY_BYTES = re.compile(rb"[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f]")
 # WHATWG's HTML signatures: one of these tags, then a space or '>'.
@@ -95,7 +99,7 @@ def xml_root(body: bytes) -> str | None:
 def sniff(body: bytes) -> str:
     """The type the first bytes show: a binary signature, HTML, a feed or sitemap, XML, text or binary."""
     head = body[:SNIFF_BYTES]
-    for offset, signature, mime in _MAGIC:
+    for offset, signature, mime in _MAGIC_BY_FIRST_BYTE[head[0]] if head else _MAGIC_NOT_AT_START:
         if head.startswith(signature, offset):
             return mime
     start = body[:4096]

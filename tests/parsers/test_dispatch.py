@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from crawler.config import CrawlerConfig, load_config
 from crawler.errors import ConfigError
+from crawler.parsers import sniff as sniff_module
 from crawler.parsers.directives import Robots, x_robots_tag
 from crawler.parsers.dispatch import ParserDispatch, gunzip
 from crawler.parsers.sniff import effective_type, sniff
@@ -253,3 +254,24 @@ def test_arbitrary_input_never_raises(body, content_type, robots):
     assert res.status in ("success", "failed", "unparsed")
     for s in [res.title, res.text, *(o.url + o.anchor for o in res.outlinks), *res.metadata.values()]:
         s.encode("utf-8")
+
+
+def _sniff_signature_reference(body: bytes) -> str | None:
+    """The first of all binary signatures that matches, tried one by one."""
+    head = body[:512]
+    return next((mime for offset, sig, mime in sniff_module._MAGIC if head.startswith(sig, offset)), None)
+
+
+_SIG_PIECES = st.sampled_from([sig for _, sig, _ in sniff_module._MAGIC] + [b"<", b"\x00", b"ftyp", b"WEBP", b"<html>"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(pieces=st.lists(_SIG_PIECES | st.binary(max_size=6), max_size=5))
+def test_sniff_picks_the_first_matching_signature(pieces):
+    """Signatures are checked by first byte, yet the one found is the first in the table that matches."""
+    body = b"".join(pieces)
+    expected = _sniff_signature_reference(body)
+    if expected is not None:
+        assert sniff(body) == expected
+    else:
+        assert sniff(body) not in {mime for _, _, mime in sniff_module._MAGIC}

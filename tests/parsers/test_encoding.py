@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawler.parsers.encoding import codec_name, decode, detect, header_charset
+from crawler.parsers.encoding import codec_name, decode, decode_utf8, detect, header_charset
 
 FRENCH = "« Où est la bibliothèque ? » — un café crème, s’il vous plaît ; très élégant, naïve façade."
 RUSSIAN = "Съешь же ещё этих мягких французских булок, да выпей чаю. Широкая электрификация южных губерний."
@@ -124,3 +124,27 @@ def test_header_charset(content_type, expected):
 def test_any_bytes_decode_to_valid_utf8(body, content_type, html):
     """Whatever the bytes and header, decoding never raises and the text encodes as UTF-8."""
     decode(body, content_type, html=html).text.encode("utf-8")
+
+
+_LABELS = st.sampled_from(
+    ["utf-8", "latin1", "shift_jis", "iso-2022-jp", "iso-2022-kr", "hz", "gb2312", "big5", "utf-16", "utf-16-be",
+     "utf-32", "cp037", "koi8-r", "utf-7", "base64", "nonsense", "UTF-8"]
+)
+_BODY_PIECES = st.sampled_from(
+    [b"<p>ascii ", b"\x1b$B", b"\x1b(B", b"~{", b"~}", b"+AGEA-", b"\xef\xbb\xbf", b"\xff\xfe", b"\xc3\xa9", b"\xe9",
+     b"\xef\xbf\xbd", b"\x00", b"<meta charset=", b"utf-16>", b"<meta charset='hz'>"]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    pieces=st.lists(_BODY_PIECES | st.binary(max_size=4), max_size=8),
+    header=st.none() | _LABELS.map(lambda label: f"text/html; charset={label}"),
+    meta=st.none() | _LABELS,
+    html=st.booleans(),
+)
+def test_decode_utf8_is_decode_as_utf8_bytes(pieces, header, meta, html):
+    """decode_utf8 gives decode()'s charset and source and its text's UTF-8 bytes, ASCII fast path or not."""
+    body = (f"<meta charset={meta}>".encode() if meta else b"") + b"".join(pieces)
+    text, charset, source = decode(body, header, html=html)
+    assert decode_utf8(body, header, html=html) == (text.encode("utf-8"), charset, source)

@@ -99,3 +99,24 @@ def test_outlinks_equal_normalize_of_each_href(hrefs, page):
         if url not in expected:
             expected.append(url)
     assert _links(hrefs, page) == expected
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["word " * 100, "word " * 100 + " end", "\ud800  x " * 100, "\ud800 x " * 100, "é  " * 100, "\U0001f600 a " * 100],
+    ids=["ascii", "ascii-double", "surrogate-double", "surrogate", "latin1-double", "astral"],
+)
+def test_collapse_ws_long_text_of_any_kind(raw):
+    """A long text, ASCII or wider, even with a lone surrogate, collapses as split and join does."""
+    assert collapse_ws(raw) == " ".join(raw.split())
+
+
+_LATIN1_PIECES = st.sampled_from([c for c in ALL_WS if c <= "\xff"] + ["  ", "\n    ", "a", "é", "ÿ", "x" * 300])
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(_LATIN1_PIECES, min_size=1, max_size=120))
+def test_collapse_ws_matches_split_join_on_latin1(parts):
+    """On ASCII and Latin-1 text (the SIMD path) collapse_ws equals ' '.join(s.split()) too."""
+    raw = "".join(parts)
+    assert collapse_ws(raw) == " ".join(raw.split())
