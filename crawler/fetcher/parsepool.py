@@ -16,9 +16,12 @@ with only the parse status. At a commit the fetch process sends the writer
 its fetcher rows and the keys of the pages the writer holds, in order; the
 writer writes the part exactly as ``write_part`` does in-process. Everything
 goes through plain pipes read from the event loop (``add_reader``): no feeder
-or manager threads, one pickle per page each way. (A ProcessPoolExecutor here
-cost the fetch process more CPU per page than parsing in it: its two threads
-and the text crossing twice, parse process -> fetch -> writer.)
+or manager threads, one pickle per page each way. A page's bodies go beside its
+pickle as frames of their own, written from the response's bytes by the same
+``writev``: pickled, each body would be copied into the pickle first. (A
+ProcessPoolExecutor here cost the fetch process more CPU per page than parsing
+in it: its two threads and the text crossing twice, parse process -> fetch ->
+writer.)
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ Rows = tuple[dict[str, Any], dict[str, Any], str]  # parse_text row, parse_data 
 # process never sends more than it holds, so a send never blocks the event loop.
 _PIPE_BYTES = 1 << 20
 _MAX_BATCH = 32
+_LENGTH = struct.Struct("!i")
 
 
 def parse_to_rows(dispatch: ParserDispatch, body: bytes, url: str, content_type: str | None) -> Rows:
@@ -81,6 +85,37 @@ def _transportable(exc: BaseException) -> BaseException:
     return exc
 
 
+def _job_frames(head: tuple[Any, ...], bodies: list[bytes]) -> list[bytes]:
+    """A job as frames: its pickled head (ending in how many bodies follow), then the bodies as they are."""
+    return [pickle.dumps((*head, len(bodies)), protocol=5), *bodies]
+
+
+def _recv_job(jobs: Connection) -> tuple[Any, ...]:
+    """The job the frames of ``_job_frames`` carry: its head's fields, then its bodies."""
+    *head, count = pickle.loads(jobs.recv_bytes())
+    return (*head, *(jobs.recv_bytes() for _ in range(count)))
+
+
+def _page_job(key: int, url: str, response: Response, content_type: str | None, parse: bool,
+              sitemaps: list[str]) -> list[bytes]:
+    # The fields as ``as_served`` would leave them: a body that is the raw body (sent identity-encoded)
+    # goes once; past parsing a decoded copy is not archived, so it does not go.
+    r = response
+    same = r.body is r.raw_body
+    meta = (r.url, r.status, r.reason, r.headers, r.truncated, r.http_version, r.request_headers, r.peer_ip,
+            r.elapsed)
+    bodies = [r.raw_body] if same else [r.raw_body, r.body if parse or not r.body else b""]
+    return _job_frames(("page", key, url, meta, content_type, parse, sitemaps), bodies)
+
+
+def _page_response(meta: tuple[Any, ...], bodies: tuple[bytes, ...]) -> Response:
+    url, status, reason, headers, truncated, http_version, request_headers, peer_ip, elapsed = meta
+    raw_body = bodies[0]
+    return Response(url=url, status=status, reason=reason, headers=headers, raw_body=raw_body,
+                    body=bodies[1] if len(bodies) > 1 else raw_body, truncated=truncated,
+                    http_version=http_version, request_headers=request_headers, peer_ip=peer_ip, elapsed=elapsed)
+
+
 def _parse_worker(cfg: CrawlerConfig, jobs: Connection, replies: Connection, writer: Connection) -> None:
     """A parse process: pages in, rows and WARC records to the writer, the parse statuses back.
 
@@ -91,14 +126,14 @@ def _parse_worker(cfg: CrawlerConfig, jobs: Connection, replies: Connection, wri
     dispatch = ParserDispatch(cfg)
     while True:
         try:
-            batch = [jobs.recv_bytes()]
+            batch = [_recv_job(jobs)]
         except EOFError:
             return
         with contextlib.suppress(EOFError):  # the fetch process closed the pool: these are answered first
             while len(batch) < _MAX_BATCH and jobs.poll():
-                batch.append(jobs.recv_bytes())
+                batch.append(_recv_job(jobs))
         to_writer: list[tuple[int, Any, Any, Any]] = []
-        answers = [_job(dispatch, pickle.loads(job), to_writer) for job in batch]
+        answers = [_job(dispatch, job, to_writer) for job in batch]
         # To the writer before the answers: the fetch process commits a key only once answered, and by
         # then the writer's pipe holds the page.
         if to_writer:
@@ -110,9 +145,10 @@ def _job(dispatch: ParserDispatch, job: tuple[Any, ...], to_writer: list[tuple[i
     kind, key = job[0], job[1]
     try:
         if kind == "rows":
-            _, _, body, url, ctype = job
+            _, _, url, ctype, body = job
             return key, parse_to_rows(dispatch, body, url, ctype), None
-        _, _, url, response, ctype, parse, sitemaps = job
+        _, _, url, meta, ctype, parse, sitemaps, *bodies = job
+        response = _page_response(meta, bodies)
         parse_text = parse_data = status = digest = error = None
         if parse:
             digest = body_digest(response.body)
@@ -176,13 +212,14 @@ def _resolve(batch: Any, held: dict[int, tuple[Any, Any, Any]]) -> None:
 
 
 def _write_all(fd: int, frames: list[bytes]) -> None:
-    while frames:
-        written = os.writev(fd, frames[:1024])  # IOV_MAX
-        while frames and written >= len(frames[0]):
-            written -= len(frames[0])
-            frames.pop(0)
+    first = 0  # frames before it are written (an index: popping the front of a long list is quadratic)
+    while first < len(frames):
+        written = os.writev(fd, frames[first:first + 1024])  # IOV_MAX
+        while first < len(frames) and written >= len(frames[first]):
+            written -= len(frames[first])
+            first += 1
         if written:
-            frames[0] = frames[0][written:]
+            frames[first] = frames[first][written:]
 
 
 class _Link:
@@ -193,15 +230,17 @@ class _Link:
         self.jobs, self.replies = jobs, replies
         self.sizes: dict[int, int] = {}  # sent, not yet answered (they may outlive an event loop)
         self.futures: dict[int, asyncio.Future[Any]] = {}
-        self.queued: deque[tuple[int, bytes]] = deque()
+        self.queued: deque[tuple[int, list[bytes]]] = deque()
+        self.inbox = bytearray()  # answers read, the last one maybe in part (kept from loop to loop)
+        os.set_blocking(replies.fileno(), False)  # read only when the loop says it is readable
         self.in_pipe = 0
         self.loop: asyncio.AbstractEventLoop | None = None
         self.reading = False
         self.flushing = False
         self.dead = False
 
-    def call(self, key: int, data: bytes) -> asyncio.Future[Any]:
-        """Send a pickled message; the future of its answer."""
+    def call(self, key: int, message: list[bytes]) -> asyncio.Future[Any]:
+        """Send a message (its frames, each read by one ``recv_bytes``); the future of its answer."""
         loop = asyncio.get_running_loop()
         if loop is not self.loop:  # a new round of `crawl` runs a new event loop; the old one is gone
             self.loop, self.futures, self.queued, self.reading, self.flushing = loop, {}, deque(), False, False
@@ -209,7 +248,7 @@ class _Link:
             raise BrokenProcessPool(f"the {self.name} process died")
         future: asyncio.Future[Any] = loop.create_future()
         self.futures[key] = future
-        self.queued.append((key, data))
+        self.queued.append((key, message))
         if not self.flushing:  # the jobs of one turn of the loop go out in one write
             self.flushing = True
             loop.call_soon(self._send)
@@ -219,13 +258,15 @@ class _Link:
         self.flushing = False
         frames: list[bytes] = []
         while self.queued:
-            key, data = self.queued[0]
-            if self.in_pipe and self.in_pipe + len(data) > _PIPE_BYTES:
+            key, message = self.queued[0]
+            size = sum(map(len, message)) + 4 * len(message)
+            if self.in_pipe and self.in_pipe + size > _PIPE_BYTES:
                 break
             self.queued.popleft()
-            frames += [struct.pack("!i", len(data)), data]  # Connection.send_bytes's framing, for recv_bytes
-            self.sizes[key] = len(data)
-            self.in_pipe += len(data)
+            for data in message:
+                frames += [_LENGTH.pack(len(data)), data]  # Connection.send_bytes's framing, for recv_bytes
+            self.sizes[key] = size
+            self.in_pipe += size
         try:
             _write_all(self.jobs.fileno(), frames)
         except OSError:
@@ -237,18 +278,40 @@ class _Link:
             self.reading = True
 
     def _answers(self) -> None:
+        # What the pipe holds, read at once from the non-blocking end and split into messages here:
+        # ``poll`` and ``recv_bytes`` cost a selector and two reads for each message, in Python.
+        ended = False
         try:
-            while self.replies.poll():
-                for key, result, exc in pickle.loads(self.replies.recv_bytes()):
-                    self.in_pipe -= self.sizes.pop(key, 0)
-                    future = self.futures.pop(key, None)
-                    if future is None or future.done():
-                        continue
-                    if exc is not None:
-                        future.set_exception(exc)
-                    else:
-                        future.set_result(result)
-        except (EOFError, OSError):
+            while True:
+                data = os.read(self.replies.fileno(), _PIPE_BYTES)
+                if not data:
+                    ended = True
+                    break
+                self.inbox += data
+                if len(data) < _PIPE_BYTES:
+                    break
+        except BlockingIOError:
+            pass
+        except OSError:
+            ended = True
+        inbox, start = self.inbox, 0
+        while len(inbox) - start >= 4:
+            (size,) = _LENGTH.unpack_from(inbox, start)
+            if len(inbox) - start - 4 < size:
+                break
+            answers = pickle.loads(inbox[start + 4:start + 4 + size])
+            start += 4 + size
+            for key, result, exc in answers:
+                self.in_pipe -= self.sizes.pop(key, 0)
+                future = self.futures.pop(key, None)
+                if future is None or future.done():
+                    continue
+                if exc is not None:
+                    future.set_exception(exc)
+                else:
+                    future.set_result(result)
+        del inbox[:start]
+        if ended:
             self._died()
             return
         self._send()
@@ -300,21 +363,18 @@ class ParsePool:
                    sitemaps: list[str]) -> tuple[int, tuple[str | None, str | None, str | None]]:
         """Hand a response to the pool: its key for the part writer, and if ``parse`` (a success) its parse
         status, body digest and parse error (the page is archived even if its parse failed)."""
-        if not parse:
-            response = as_served(response)
         key = next(self._keys)
-        # One pickle: a body that is the raw body (sent identity-encoded) goes once.
-        data = pickle.dumps(("page", key, url, response, content_type, parse, sitemaps), protocol=5)
-        return key, await self._least_busy().call(key, data)
+        return key, await self._least_busy().call(key, _page_job(key, url, response, content_type, parse, sitemaps))
 
     async def parse(self, body: bytes, url: str, content_type: str | None) -> Rows:
         """Parse in a parse process and return the rows (nothing goes to the writer)."""
         key = next(self._keys)
-        data = pickle.dumps(("rows", key, body, url, content_type), protocol=5)
-        result: Rows = await self._least_busy().call(key, data)
+        result: Rows = await self._least_busy().call(key, _job_frames(("rows", key, url, content_type), [body]))
         return result
 
     def _least_busy(self) -> _Link:
+        if len(self._parsers) == 1 and not self._parsers[0].dead:  # the usual pool: no list, no min
+            return self._parsers[0]
         live = [link for link in self._parsers if not link.dead]
         if not live:
             raise BrokenProcessPool("every parse process died")
@@ -323,7 +383,7 @@ class ParsePool:
     async def offload(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(*args)`` (picklable) in the writer process; ``write_part``'s page keys become the pages."""
         call = next(self._keys)
-        return await self._writer.call(call, pickle.dumps((call, fn, args), protocol=5))
+        return await self._writer.call(call, [pickle.dumps((call, fn, args), protocol=5)])
 
     def close(self) -> None:
         for link in [*self._parsers, self._writer]:
