@@ -44,6 +44,7 @@ class Run:
     rss_mb: float
     pages: int
     per_second: dict[int, int] = field(default_factory=dict)
+    server_cpu: float = 0.0  # nginx's CPU during the run: the other tenant of the cores
 
     @property
     def pages_per_second(self) -> float:
@@ -52,6 +53,10 @@ class Run:
     @property
     def cpu_per_1000(self) -> float:
         return 1000 * self.cpu / self.pages if self.pages else float("nan")
+
+    @property
+    def server_cpu_per_1000(self) -> float:
+        return 1000 * self.server_cpu / self.pages if self.pages else float("nan")
 
 
 # Linux carries a process's peak RSS across fork and exec: a contender started straight from this
@@ -158,6 +163,7 @@ def median_row(runs: list[Run]) -> dict[str, float]:
         "rss_mb": statistics.median(r.rss_mb for r in runs),
         "pages": statistics.median(r.pages for r in runs),
         "wall": statistics.median(r.wall for r in runs),
+        "server_cpu_per_1000": statistics.median(r.server_cpu_per_1000 for r in runs),
     }
 
 
@@ -201,13 +207,14 @@ def main() -> None:
     seeds.write_text("\n".join(generate(WORK / "web", args.hosts, args.pages, args.port, args.seed)) + "\n")
     only = args.only.split(",")
     results: dict[str, list[Run]] = {name: [] for name in only}
-    with Nginx(WORK / "web", args.port, WORK / "nginx"):
+    with Nginx(WORK / "web", args.port, WORK / "nginx") as server:
         urls_file = WORK / "urls.txt"
         urls_file.unlink(missing_ok=True)  # from another web size or seed: the floor must not use it
         for i in range(args.runs):
             order = only[i % len(only):] + only[: i % len(only)]
             for name in order:
                 tag = f"{i}"
+                served_before = server.cpu_seconds()
                 if name in CRAWLER_VARIANTS or name in TREES:
                     run, urls = run_crawler(seeds, args.concurrency, tag, name)
                     urls_file.write_text("\n".join(urls) + "\n")
@@ -217,16 +224,19 @@ def main() -> None:
                     if not urls_file.exists():
                         _, urls = run_crawler(seeds, args.concurrency, "urls")
                         urls_file.write_text("\n".join(urls) + "\n")
+                        served_before = server.cpu_seconds()
                     run = run_floor(urls_file, args.concurrency, tag)
+                run.server_cpu = server.cpu_seconds() - served_before
                 results[name].append(run)
                 print(f"run {i} {name:8s} {run.pages:6d} pages {run.wall:7.2f}s {run.pages_per_second:7.1f} p/s "
-                      f"{run.cpu_per_1000:6.2f} cpu-s/1000 {run.rss_mb:7.1f} MB", flush=True)
+                      f"{run.cpu_per_1000:6.2f} cpu-s/1000 {run.rss_mb:7.1f} MB "
+                      f"server {run.server_cpu_per_1000:5.2f} cpu-s/1000", flush=True)
     rows = {name: median_row(runs) for name, runs in results.items() if runs}
-    print("\n| contender | pages/s | CPU s / 1000 pages | peak RSS MB | pages found | wall s |")
-    print("|---|---|---|---|---|---|")
+    print("\n| contender | pages/s | CPU s / 1000 pages | peak RSS MB | pages found | wall s | nginx CPU s / 1000 pages |")
+    print("|---|---|---|---|---|---|---|")
     for name, row in rows.items():
         print(f"| {name} | {row['pages_per_second']:.1f} | {row['cpu_per_1000']:.2f} | {row['rss_mb']:.0f} | "
-              f"{row['pages']:.0f} | {row['wall']:.1f} |")
+              f"{row['pages']:.0f} | {row['wall']:.1f} | {row['server_cpu_per_1000']:.2f} |")
     for name in (n for n in rows if n in CRAWLER_VARIANTS or n in TREES):
         c = rows[name]
         if "scrapy" in rows:

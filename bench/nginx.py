@@ -76,6 +76,25 @@ class Nginx:
         self.__exit__()  # a server that never answered must not outlive the bench
         raise RuntimeError(f"nginx did not start; see {self.prefix / 'error.log'}")
 
+    def cpu_seconds(self) -> float:
+        """User+sys CPU so far of the master and its workers: what serving took of the shared cores."""
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0.0
+        for pid in [self.proc.pid, *self._children()] if self.proc else []:
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(")") + 2:].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+        return total
+
+    def _children(self) -> list[int]:
+        try:
+            return [int(c) for c in Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()]
+        except OSError:
+            return []
+
     def _listens(self) -> str:
         # One listen per host folder (each a 127.x address): a bench must not open a port beyond loopback.
         hosts = sorted(d.name for d in self.webroot.iterdir() if d.is_dir() and d.name.startswith("127."))
