@@ -7,6 +7,7 @@ plain line on stderr and exits non-zero (2 for bad config or arguments).
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 from collections.abc import Callable, Sequence
@@ -134,6 +135,18 @@ def _load(args: argparse.Namespace) -> CrawlerConfig:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The program (``argv`` None: the process's own arguments, and the process ends when this returns)."""
+    try:
+        return _main(argv)
+    finally:
+        if argv is None:
+            # The interpreter's exit collects the whole heap several times while it tears the modules
+            # down (0.15 s of CPU after a crawl) though the heap is about to go anyway. Frozen objects
+            # still die by reference count, and atexit handlers and stream flushes still run.
+            gc.freeze()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         cfg = _load(args)

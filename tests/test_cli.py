@@ -120,3 +120,33 @@ class TestCheckers:
         assert out["robots"] == {"noindex": True, "nofollow": False}
         assert out["content_type"] == "text/html"
         assert "Some text" in out["text"]
+
+
+class TestProcessExit:
+    """main() as the program freezes the heap before the interpreter's exit; called with arguments it does not."""
+
+    def test_in_process_call_leaves_the_collector_alone(self, tmp_path):
+        """main(argv) called from Python (a test, an embedding) does not freeze the caller's heap."""
+        import gc
+
+        from crawler.cli import main
+
+        before = gc.get_freeze_count()
+        assert main(["readdb", "--stats", "-D", f"crawl_dir={tmp_path}"]) in (0, 1, 2)
+        assert gc.get_freeze_count() == before
+
+    async def test_program_exit_still_flushes_and_runs_atexit(self):
+        """Run as the program, the output, the exit code and atexit handlers are intact after the heap is frozen."""
+        import asyncio
+        import sys
+
+        script = ("import atexit, sys\n"
+                  "atexit.register(lambda: print('atexit ran', flush=True))\n"
+                  "sys.argv = ['crawler', 'normalize-check']\n"
+                  "from crawler.cli import main\n"
+                  "raise SystemExit(main())\n")
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-c", script, stdin=asyncio.subprocess.PIPE,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await proc.communicate(b"HTTP://Example.COM/a/../b\n")
+        assert proc.returncode == 0, err
+        assert out.decode().splitlines() == ["http://example.com/b", "atexit ran"]

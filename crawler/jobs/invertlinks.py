@@ -40,7 +40,7 @@ from crawler.config import CrawlerConfig
 from crawler.errors import SegmentError, StorageError
 from crawler.jobs.engine import DuckEngine, first_line, md5_prefix_sql, open_engine, typed_columns
 from crawler.jobs.progress import JobProgress
-from crawler.jobs.updatedb import host_sql, parse_data_source, segment_source
+from crawler.jobs.updatedb import host_differs_sql, host_sql, parse_data_source, segment_source
 from crawler.models import FETCHER, PARSE_DATA, FetchStatus
 from crawler.segments.layout import Segment, list_segments, part_name
 from crawler.urls.filters import check_sql_patterns, filter_sql
@@ -158,12 +158,15 @@ def _invert(
     old_rows = con.count_rows([p for parts in old_parts.values() for p in parts])
 
     progress.step("invert outlinks")
-    internal = f"AND {host_sql('o.url')} <> {host_sql('url')}" if cfg.linkdb.ignore_internal else ""
+    # The source's host once per page, the target's mostly without a regex: those regexes were half of this step.
+    internal, source_host = "", ""
+    if cfg.linkdb.ignore_internal:
+        internal, source_host = f"AND {host_differs_sql('o.url', 'source_host')}", f", {host_sql('s.url')} AS source_host"
     # Per source page with list functions (as updatedb): no global aggregate over all links.
     # Each row's hash is taken here once; its bucket is picked when the count is known.
     con.create_table("new_inlinks", f"""
         WITH parsed AS (
-            SELECT s.url, d.outlinks
+            SELECT s.url, d.outlinks{source_host}
             FROM sources s JOIN {parse_data_source(con, segments)} d
               ON d.segment = s.segment AND d.url = s.url
         ),
