@@ -4,9 +4,7 @@ as the reference the faster parser must equal, field for field (test_html_equiva
 # ruff: noqa
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
-from functools import lru_cache
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -14,44 +12,13 @@ from crawler.config import CrawlerConfig
 from crawler.parsers.base import Outlink, ParseResult
 from crawler.parsers.directives import Robots, parse_directives, robot_names
 from crawler.parsers.encoding import decode
-from crawler.urls.normalize import normalize
 
-# Where each outlink element keeps its target.
-_TARGET_ATTR = {"a": "href", "area": "href", "frame": "src", "iframe": "src", "link": "href"}
-DEFAULT_TAGS = tuple(_TARGET_ATTR)
-DEFAULT_LINK_RELS = ("alternate", "next", "prev")
-_ABSOLUTE = ("http://", "https://")
-_OTHER_SCHEMES = ("javascript:", "mailto:", "tel:", "data:")
-# Never rendered as text. <title> is reported on its own and lands in <body> when a
-# stray <noscript><img> in <head> closes the head early; <iframe> children are only
-# fallback markup.
-_INVISIBLE = ["script", "style", "noscript", "template", "title", "iframe", "noembed"]
-# Phrasing elements: unwrapping them before merging text nodes keeps "wor<b>ld</b>"
-# one word, while text separated by block boundaries (<p>, <li>, <br>) gets a space.
-# One Python pass over the body finds them faster than a CSS list (one tree walk per name).
-# fmt: off
-_INLINE = frozenset((
-    "a", "abbr", "b", "bdi", "bdo", "big", "cite", "code", "data", "del", "dfn", "em", "font", "i", "ins",
-    "kbd", "label", "mark", "nobr", "q", "s", "samp", "small", "span", "strike", "strong", "sub", "sup",
-    "time", "tt", "u", "var", "wbr",
-))
-# fmt: on
-
-
-def _tag_ids(names: Iterable[str]) -> frozenset[int]:
-    # Comparing Lexbor's integer tag ids skips building a str per node: half the cost of the walk.
-    doc = LexborHTMLParser("<body>" + "".join(f"<{n}></{n}>" for n in names) + "</body>")
-    return frozenset(node.tag_id for node in doc.body.traverse() if node.tag in names)
-
-
-_INLINE_IDS = _tag_ids(_INLINE)
-# WHATWG "refresh" content: a delay, optional ';'/',', optional "url=", then the URL.
-_REFRESH = re.compile(r"\s*[\d.]*\s*[;,]?\s*(?:url\s*=\s*)?(.*)", re.I | re.S)
-
-
-# Every character str.split() splits on, but the space (none is above U+3000).
-_OTHER_WS = tuple(c for c in map(chr, range(0x3001)) if c.isspace() and c != " ")
-_SPACE_RUN = re.compile("  +")
+# What did not change is shared with the parser; what changed (the tree walks, collapse_ws, the
+# body's decoding) is kept here as it was.
+from crawler.parsers.html import (
+    _ABSOLUTE, _INLINE_IDS, _INVISIBLE, _OTHER_SCHEMES, _OTHER_WS, _SPACE_RUN, _TARGET_ATTR,
+    DEFAULT_LINK_RELS, DEFAULT_TAGS, _origin, _refresh_target, _resolve, _resolve_shared,
+)
 
 
 def collapse_ws(s: str) -> str:
@@ -67,42 +34,6 @@ def collapse_ws(s: str) -> str:
     if "  " in s:
         s = _SPACE_RUN.sub(" ", s)
     return s.strip(" ")
-
-
-def _refresh_target(content: str) -> str | None:
-    m = _REFRESH.match(content)
-    target = m.group(1).strip() if m else ""
-    if target[:1] in ("'", '"'):
-        quote, target = target[0], target[1:]
-        end = target.find(quote)
-        target = target[:end] if end >= 0 else target
-    return target.strip() or None
-
-
-def _resolve(raw: str | None, base: str) -> str | None:
-    """Absolute normalized URL, or None when the normalizer rejects it."""
-    if raw is None:
-        return None
-    try:  # normalize() also trims and drops tabs/newlines, as browsers do
-        return normalize(raw, base)
-    except ValueError:  # InvalidUrl, and anything else one bad href may raise
-        return None
-
-
-@lru_cache(maxsize=16384)
-def _resolve_shared(raw: str, base: str | None) -> str | None:
-    """_resolve of an href whose result does not depend on the rest of the page URL: pages of a
-    site repeat their navigation links, and a cache hit costs a tenth of normalizing."""
-    return _resolve(raw, base)
-
-
-def _origin(base: str) -> str | None:
-    """Scheme and authority of the normalized base, or None when it does not normalize."""
-    try:
-        url = normalize(base)
-    except ValueError:
-        return None
-    return url[: url.index("/", url.index("://") + 3)]
 
 
 def _base_url(tree: LexborHTMLParser, url: str) -> str:

@@ -9,9 +9,8 @@ import zlib
 import pytest
 from aiohttp import web
 
-from crawler.config import load_config
-from crawler.protocols.http import HttpProtocol
 from tests.conftest import serve_app
+from tests.protocols.test_encodings_timeouts import fetch_once
 
 _WORDS = ["harbour", "tide", "gull", "anchor", "rope", "salt", "keel", "mast", "buoy", "fog"]
 _RNG = random.Random(5)
@@ -49,18 +48,10 @@ async def server():
         yield port
 
 
-async def _fetch(url: str, *overrides: str):
-    protocol = HttpProtocol(load_config(None, ["http.allow_private_networks=true", *overrides]))
-    try:
-        return await protocol.fetch(url)
-    finally:
-        await protocol.aclose()
-
-
 @pytest.mark.parametrize("name", sorted(ENCODED))
 async def test_body_in_pieces_decodes_to_the_page(server, name):
     """A compressed page sent in ~1 kB chunks decodes to exactly the page; the raw bytes stay as served."""
-    response = await _fetch(f"http://127.0.0.1:{server}/{name}")
+    response = await fetch_once(f"http://127.0.0.1:{server}/{name}")
     assert response.body == PAGE
     assert response.raw_body == ENCODED[name][1]
     assert not response.truncated
@@ -69,6 +60,6 @@ async def test_body_in_pieces_decodes_to_the_page(server, name):
 @pytest.mark.parametrize("name", sorted(ENCODED))
 async def test_body_in_pieces_is_cut_at_the_content_limit(server, name):
     """Decoding in pieces stops at http.content_limit: exactly the page's first bytes, flagged truncated."""
-    response = await _fetch(f"http://127.0.0.1:{server}/{name}", "http.content_limit=50000")
+    response = await fetch_once(f"http://127.0.0.1:{server}/{name}", "http.content_limit=50000")
     assert response.truncated
     assert response.body == PAGE[:50_000]

@@ -87,7 +87,8 @@ async def server(bombs):
     await runner.cleanup()
 
 
-async def _fetch(url: str, *overrides: str):
+async def fetch_once(url: str, *overrides: str):
+    """One HttpProtocol.fetch of ``url`` with a fresh protocol (config ``overrides`` on top of loopback access)."""
     protocol = HttpProtocol(load_config(None, ["http.allow_private_networks=true", *overrides]))
     try:
         return await protocol.fetch(url)
@@ -99,40 +100,40 @@ class TestEncodings:
     @pytest.mark.parametrize("enc", sorted(ENCODERS))
     async def test_body_is_decoded_and_raw_kept(self, server, enc):
         """Each Content-Encoding we announce decodes to the page; the raw body stays as served for the WARC."""
-        response = await _fetch(f"{server}/enc/{enc}")
+        response = await fetch_once(f"{server}/enc/{enc}")
         assert response.body == TEXT
         assert response.raw_body == ENCODERS[enc](TEXT)
         assert not response.truncated
 
     async def test_raw_deflate_without_zlib_header(self, server):
         """deflate sent without the zlib header (a common server bug) still decodes."""
-        assert (await _fetch(f"{server}/raw-deflate")).body == TEXT
+        assert (await fetch_once(f"{server}/raw-deflate")).body == TEXT
 
     @pytest.mark.parametrize("enc", sorted(ENCODERS))
     async def test_bomb_stops_at_the_content_limit(self, server, enc):
         """30 MB compressed to a few KB is cut at http.content_limit after decoding, and flagged truncated."""
-        response = await _fetch(f"{server}/bomb/{enc}", "http.content_limit=256KiB")
+        response = await fetch_once(f"{server}/bomb/{enc}", "http.content_limit=256KiB")
         assert response.truncated
         assert len(response.body) == 256 * 1024
 
     async def test_corrupt_body_is_a_protocol_error(self, server):
         """A body that is not what its Content-Encoding says fails as a protocol error, not a crash."""
         with pytest.raises(ProtocolViolation):
-            await _fetch(f"{server}/garbage")
+            await fetch_once(f"{server}/garbage")
 
 
 class TestMisbehavingServers:
     async def test_trickling_server_hits_the_total_timeout(self, server):
         """A server sending one byte every 0.1 s cannot hold a worker past http.timeout.total."""
         with pytest.raises(FetchTimeout):
-            await _fetch(f"{server}/trickle", "http.timeout.total=1", "http.timeout.read=5")
+            await fetch_once(f"{server}/trickle", "http.timeout.total=1", "http.timeout.read=5")
 
     async def test_silent_server_hits_the_read_timeout(self, server):
         """A server that accepts the request and never answers fails with a timeout."""
         with pytest.raises(FetchTimeout):
-            await _fetch(f"{server}/silent", "http.timeout.read=0.5")
+            await fetch_once(f"{server}/silent", "http.timeout.read=0.5")
 
     async def test_connection_reset_is_a_connect_error(self, server):
         """A connection the server aborts mid-request is a ConnectError for that URL."""
         with pytest.raises(ConnectError):
-            await _fetch(f"{server}/reset")
+            await fetch_once(f"{server}/reset")
