@@ -14,8 +14,9 @@ pickled into a process pool.
 from __future__ import annotations
 
 import fnmatch
-import zlib
 from collections.abc import Iterable, Mapping
+
+from zlib_ng import zlib_ng
 
 from crawler.config import CrawlerConfig
 from crawler.errors import ConfigError
@@ -43,9 +44,9 @@ Headers = Mapping[str, str] | Iterable[tuple[str, str]]
 def gunzip(body: bytes, limit: int) -> tuple[bytes, bool] | None:
     """(content, truncated) of a gzip body, never more than ``limit`` bytes; None when corrupt."""
     try:
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        inflater = zlib_ng.decompressobj(16 + zlib_ng.MAX_WBITS)  # as the fetcher inflates bodies
         out = inflater.decompress(body, limit + 1)
-    except zlib.error:
+    except zlib_ng.error:
         return None
     if not out and not inflater.eof:  # a header and nothing after it: no content to speak of
         return None
