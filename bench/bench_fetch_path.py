@@ -39,15 +39,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from crawlargs import crawl_settings  # noqa: E402
 from nginx import Nginx  # noqa: E402
 from sitegen import generate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = Path(os.environ.get("BENCH_WORK", ROOT / "bench" / ".work"))
 PYTHON = ROOT / ".venv" / "bin" / "python"
-CRAWL_ARGS = ["-D", "http.allow_private_networks=true", "-D", "fetcher.min_delay=0",
-              "-D", "fetcher.per_host_concurrency=2", "-D", "fetcher.concurrency=256",
-              "-D", "log.level=warning", "-D", "log.format=json"]
+CRAWL_ARGS = crawl_settings()
 
 _CHILD = r"""
 import asyncio, json, resource, shutil, sys, time

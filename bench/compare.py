@@ -23,6 +23,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from crawlargs import crawl_args  # noqa: E402
 from nginx import Nginx  # noqa: E402
 from sitegen import generate  # noqa: E402
 
@@ -120,10 +121,7 @@ def run_crawler(seeds: Path, concurrency: int, tag: str, name: str = "crawler") 
     shutil.rmtree(crawl_dir, ignore_errors=True)
     tree = TREES.get(name)
     config = ["-c", str(Path(tree) / "config.yaml")] if tree else []  # the tree's own keys
-    cmd = [str(CRAWLER), "crawl", *config, "--seeds", str(seeds), "--rounds", "30", "-D", f"crawl_dir={crawl_dir}",
-           "-D", "http.allow_private_networks=true", "-D", "fetcher.min_delay=0",
-           "-D", "fetcher.per_host_concurrency=2", "-D", f"fetcher.concurrency={concurrency}",
-           "-D", "log.level=warning", "-D", "log.format=json", *_variant(name)]
+    cmd = [str(CRAWLER), *crawl_args(seeds, crawl_dir, concurrency), *config, *_variant(name)]
     env = {"PYTHONPATH": tree} if tree else None
     wall, cpu, rss = timed(cmd, WORK / f"{name}-{tag}.log", env)
     table = pq.ParquetDataset(sorted(crawl_dir.glob("segments/*/fetcher/part-*.parquet"))).read(

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+from crawlargs import crawl_args  # noqa: E402
 from nginx import Nginx  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,11 +74,7 @@ def main() -> None:
             for name in names:
                 crawl = WORK / f"proc-cpu-{name}"
                 shutil.rmtree(crawl, ignore_errors=True)
-                cmd = [str(CRAWLER), "crawl", "-c", f"{trees[name]}/config.yaml",
-                       "--seeds", str(WORK / "seeds.txt"), "--rounds", "30", "-D", f"crawl_dir={crawl}",
-                       "-D", "http.allow_private_networks=true", "-D", "fetcher.min_delay=0",
-                       "-D", "fetcher.per_host_concurrency=2", "-D", "fetcher.concurrency=256",
-                       "-D", "log.level=warning", "-D", "log.format=json",
+                cmd = [str(CRAWLER), *crawl_args(WORK / "seeds.txt", crawl), "-c", f"{trees[name]}/config.yaml",
                        "-D", f"fetcher.parse_processes={args.parse_processes}"]
                 cpus = run(cmd, {**os.environ, "PYTHONPATH": trees[name]})
                 results[name].append(cpus)

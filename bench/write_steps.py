@@ -73,6 +73,7 @@ def main() -> None:
     ap.add_argument("trees", nargs="+", metavar="NAME=DIR", help="source trees to compare")
     args = ap.parse_args()
     sys.path.insert(0, str(HERE))
+    from crawlargs import crawl_args
     from nginx import Nginx
     from sitegen import generate
 
@@ -87,11 +88,8 @@ def main() -> None:
             for name, tree in trees.items():
                 crawl_dir, out = work / f"crawl-{name}", work / f"{name}-{run}.json"
                 shutil.rmtree(crawl_dir, ignore_errors=True)
-                cmd = [sys.executable, __file__, "--child", str(out), "crawl", "-c", f"{tree}/config.yaml",
-                       "--seeds", str(seeds), "--rounds", "30", "-D", f"crawl_dir={crawl_dir}",
-                       "-D", "http.allow_private_networks=true", "-D", "fetcher.min_delay=0",
-                       "-D", "fetcher.per_host_concurrency=2", "-D", "fetcher.concurrency=256",
-                       "-D", "log.level=warning", "-D", "log.format=json"]
+                cmd = [sys.executable, __file__, "--child", str(out), *crawl_args(seeds, crawl_dir),
+                       "-c", f"{tree}/config.yaml"]
                 with open(work / f"{name}.log", "w") as log:
                     proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": tree}, stdout=subprocess.DEVNULL,
                                             stderr=log)
