@@ -82,7 +82,7 @@ class Replay:
     def __init__(self, answers):
         self.answers = answers
 
-    async def fetch(self, url, extra_headers=None):
+    async def fetch(self, url, extra_headers=None, *, limit=None):
         await asyncio.sleep(0)
         return self.answers[url]
 

@@ -1,6 +1,6 @@
 """robots.txt per RFC 9309 through Protego, fetched once per origin and cached.
 
-2xx: parse the first 500 KiB. 4xx (except 429): allow all. 429, 5xx, or no
+2xx: parse the first 500 KiB (the request reads no further). 4xx (except 429): allow all. 429, 5xx, or no
 answer at all: disallow all for now, and the URLs are retried in a later round
 (the RFC's "unreachable" rule; failing closed is the polite choice). Up to five
 redirects are followed, across hosts too; each hop goes through the URL filters
@@ -177,7 +177,7 @@ class RobotsCache:
             try:
                 protocol = self.protocol_for(target)
                 starts.append(time.monotonic())
-                response = await protocol.fetch(target)
+                response = await protocol.fetch(target, limit=MAX_ROBOTS_BYTES)
             except BlockedAddress as exc:
                 # Not "unreachable": the URLs themselves are refused the same way, and fail for good.
                 return RobotsRules(reason=f"robots.txt not fetched: {exc}")

@@ -43,9 +43,14 @@ class Response:
 
 
 class Protocol(typing.Protocol):
-    """Fetches one URL without following redirects; raises crawler.errors.FetchError on failure."""
+    """Fetches one URL without following redirects; raises crawler.errors.FetchError on failure.
 
-    async def fetch(self, url: str, extra_headers: dict[str, str] | None = None) -> Response: ...
+    ``limit``, when given, caps the body below ``http.content_limit`` for this request: the protocol
+    stops reading there and flags the response truncated (robots.txt needs only its first 500 KiB).
+    """
+
+    async def fetch(self, url: str, extra_headers: dict[str, str] | None = None, *,
+                    limit: int | None = None) -> Response: ...
 
     async def aclose(self) -> None: ...
 

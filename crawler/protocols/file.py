@@ -27,8 +27,10 @@ class FileProtocol:
         self.enabled = cfg.protocols.file.enabled
         self.limit = cfg.http.content_limit
 
-    async def fetch(self, url: str, extra_headers: dict[str, str] | None = None) -> Response:
+    async def fetch(self, url: str, extra_headers: dict[str, str] | None = None, *,
+                    limit: int | None = None) -> Response:
         started = time.monotonic()
+        cap = self.limit if limit is None else min(limit, self.limit)
         if not self.enabled:
             raise BlockedAddress("file: URLs are off (protocols.file.enabled is false)", url)
         parts = urlsplit(url)
@@ -38,13 +40,13 @@ class FileProtocol:
         try:
             if await aiofiles.os.path.isdir(path):
                 body, ctype = _listing(path, url), "text/html; charset=utf-8"
-                truncated = len(body) > self.limit
-                body = body[: self.limit]
+                truncated = len(body) > cap
+                body = body[:cap]
             else:
                 async with aiofiles.open(path, "rb") as fh:
-                    body = await fh.read(self.limit + 1)
-                truncated = len(body) > self.limit
-                body = body[: self.limit]
+                    body = await fh.read(cap + 1)
+                truncated = len(body) > cap
+                body = body[:cap]
                 ctype = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         except (FileNotFoundError, NotADirectoryError):
             return _answer(url, 404, "Not Found", b"", None, started)

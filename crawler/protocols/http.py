@@ -61,7 +61,8 @@ class HttpProtocol:
         # address on every request (an exception for every name) was a visible share of a fetch's CPU.
         self._passed_hosts: set[str] = set()
 
-    async def fetch(self, url: str, extra_headers: dict[str, str] | None = None) -> Response:
+    async def fetch(self, url: str, extra_headers: dict[str, str] | None = None, *,
+                    limit: int | None = None) -> Response:
         started = time.monotonic()
         try:
             target = aiohttp.client.URL(url)  # parsed once: the session takes the URL object as it is
@@ -78,8 +79,9 @@ class HttpProtocol:
                                         compress=None) as resp:
                 transport = resp.connection.transport if resp.connection else None
                 peer = transport.get_extra_info("peername") if transport else None
-                decoder = Decoder(resp.headers.get("Content-Encoding"), self.cfg.content_limit)
-                limit = self.cfg.content_limit
+                if limit is None or limit > self.cfg.content_limit:
+                    limit = self.cfg.content_limit
+                decoder = Decoder(resp.headers.get("Content-Encoding"), limit)
                 pieces: list[bytes] = []  # joined once at the end: no copy per chunk, none for a single chunk
                 size = 0
                 async for chunk in resp.content.iter_chunked(_CHUNK):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 import structlog
 from aiohttp import web
@@ -110,6 +112,30 @@ class TestRobotsCache:
         finally:
             await protocol.aclose()
         assert down.paths() == ["/robots.txt", "/robots.txt"] and up.paths() == ["/robots.txt", "/robots.txt"]
+
+
+class TestRobotsSize:
+    async def test_only_the_first_500_kib_are_read(self, tmp_path, servers):
+        """A robots.txt that sends its rules and 600 KiB of filler, then stalls, still answers with its rules:
+        the fetcher stops reading at 500 KiB instead of waiting for (or downloading) the rest."""
+        release = asyncio.Event()
+
+        async def huge(request):
+            resp = web.StreamResponse(headers={"Content-Type": "text/plain"})
+            resp.enable_chunked_encoding()
+            await resp.prepare(request)
+            await resp.write(b"User-agent: *\nDisallow: /no\n" + b"# filler\n" * (600 * 1024 // 9))
+            await release.wait()  # the rest of the body does not come while the crawler waits
+            return resp
+
+        site = await servers("127.0.0.1", {"/robots.txt": huge, "/yes": page(), "/no": page()})
+        _, rows, logs = await fetch(tmp_path, [site.url("/yes"), site.url("/no")],
+                                    "http.timeout.read=30s", "http.timeout.total=60s")
+        release.set()
+        assert rows[site.url("/yes")]["status"] == "success"
+        assert rows[site.url("/no")]["status"] == "robots_denied"
+        (outcome,) = [e for e in logs if e["event"] == "robots.outcome"]
+        assert outcome["reason"] == "parsed"
 
 
 class TestRobotsRedirects:

@@ -76,7 +76,11 @@ class TestNormalPages:
     def test_every_normal_page_is_fetched(self, run, fetched):
         """Every normal page next to the hostile ones is fetched with status success."""
         missing = [u for u in run.web.normal_pages if fetched.get(u, {}).get("status") != "success"]
-        assert missing == []
+        # On failure, what the crawl recorded for every URL of the missing pages' hosts, to tell why.
+        hosts = {urlsplit(u).netloc for u in missing}
+        seen = {u: (r["status"], r["reason"], str(r["fetch_time"])) for u, r in fetched.items()
+                if urlsplit(u).netloc in hosts}
+        assert missing == [], seen
 
     def test_nothing_is_requested_from_robots_disallowed_paths(self, run, fetched):
         """No server saw a request for a path its robots.txt disallows; those URLs are recorded robots_denied."""

@@ -167,6 +167,9 @@ class _Routes:
                       hw.url("escape", "/to-file"), hw.url("escape", "/to-ip"), hw.url("escape", "/to-name"),
                       hw.url("bomb", "/bomb"), hw.url("endless", "/endless"), hw.url("big", "/big"),
                       hw.url("binary", "/binary"), hw.url("robots_big", "/"), hw.url("robots_random", "/"),
+                      # Also linked from here, so that a normal page is not first seen in the last round,
+                      # where one slow answer on a loaded machine would leave it unfetched.
+                      hw.url("robots_big", "/ok.html"), hw.url("robots_random", "/ok.html"),
                       hw.url("robots_slow", "/"), *[hw.url("charset", f"/{c}") for c in ("unknown", "lie", "meta")],
                       *[hw.url("flaky", f"/f{i}") for i in range(4)], *[hw.url("busy", f"/b{i}") for i in range(3)],
                       *[hw.url(role, "/page") for role in RAW_ROLES]]
