@@ -22,9 +22,7 @@ from typing import Any
 from crawler.errors import SegmentError
 from crawler.storage.bucket import Bucket
 from crawler.storage.lease import Lease, LeaseHeld
-from crawler.storage.segments import SegmentSync
-
-LEASES = ".leases"  # below segments/; no segment is named like that
+from crawler.storage.segments import LEASES, SegmentSync
 
 
 def partition_lease_key(bucket: Bucket, segment: str, partition: int) -> str:

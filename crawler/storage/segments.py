@@ -41,6 +41,8 @@ from crawler.segments.layout import SUCCESS
 from crawler.storage.bucket import Bucket
 from crawler.storage.stores import STATE_DIR, read_state, write_state
 
+LEASES = ".leases"  # below segments/: the fetch leases of partitions (partition_lease.py); no segment is named so
+
 SEGMENT_NAME = re.compile(r"^\d{8}T\d{9}Z$")
 _MARKER = "_"  # _SUCCESS, _done-NNNNN: the files that vouch for others
 _FETCHLIST_PART = re.compile(r"^fetchlist/part-(\d+)\.parquet$")
@@ -195,6 +197,10 @@ class SegmentSync:
             parts = [rel for rel in objects if not base[rel].startswith(_MARKER)]
             for batch in (success, markers, parts):
                 self.bucket.delete(self.key(name, rel) for rel in batch)
+            # Leases of its partitions outlive a fetch that died holding them; with the segment gone, nobody will
+            # take them over, so they would stay in the bucket for good.
+            leases = self.key(LEASES, name) + "/"
+            self.bucket.delete(leases + rel for rel in self.bucket.names_starting(leases))
 
     def unpublished(self, name: str) -> bool:
         """Whether the staging copy of a segment holds a file not in the bucket as it is (by its manifest)."""

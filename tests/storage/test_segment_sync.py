@@ -82,8 +82,12 @@ def test_remote_prune_archives_then_deletes_from_bucket_and_staging(tmp_path, s3
     cfg = load_config(None, [f"crawl_dir=s3://{bucket}/crawl", f"storage.endpoint={s3_endpoint}",
                              f"storage.staging_dir={tmp_path / 'b'}", "daemon.keep_segments=2",
                              f"daemon.archive_dir={tmp_path / 'archive'}"])
+    # A lease left by a fetch that died holding it, on the pruned segment and on a kept one.
+    for name in (names[0], names[3]):
+        s3.put_object(Bucket=bucket, Key=f"crawl/segments/.leases/{name}/partition-00000", Body=b"{}")
     assert prune_remote_segments(cfg, names[:3], structlog.get_logger()) == names[:1]
-    assert {k.split("/")[2] for k in keys(s3, bucket, "crawl/segments/")} == set(names[1:])
+    assert {k.split("/")[2] for k in keys(s3, bucket, "crawl/segments/")} == {*names[1:], ".leases"}
+    assert keys(s3, bucket, "crawl/segments/.leases/") == [f"crawl/segments/.leases/{names[3]}/partition-00000"]
     assert not (staging / "segments" / names[0]).exists()  # a later publish must not upload it again
     archived = tmp_path / "archive" / names[0]
     assert sorted(p.relative_to(archived).as_posix() for p in archived.rglob("*") if p.is_file()) == [
