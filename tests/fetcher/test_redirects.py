@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import structlog
 
 from crawler.fetcher.records import fetch_row
+from crawler.fetcher.redirects import RecentKeys
 from crawler.fetcher.service import fetch_segment
 from crawler.models import FetchStatus
 from crawler.segments.writer import PartitionWriter
@@ -129,3 +131,24 @@ class TestResumedSegment:
         rows = rows_by_url(seg)  # asserts no URL has two rows
         assert "already fetched in this segment" in rows[site.url("/old")]["reason"]
         assert site.paths().count("/new") == 0
+
+
+class TestRecentTaken:
+    @pytest.mark.parametrize("puts", [10, 99, 100, 101, 1_000, 12_345])
+    def test_remembers_at_least_the_last_half_and_never_more_than_size(self, puts):
+        """The taken-URL memory of a fetch keeps the newest size/2 keys at least, and no key older than size puts."""
+        recent = RecentKeys(100)
+        for key in range(puts):
+            recent.put(key, key % 2 == 0)
+        remembered = [k for k in range(puts) if k in recent]
+        assert set(range(max(0, puts - 50), puts)) <= set(remembered)
+        assert len(remembered) <= 100 and all(k >= puts - 100 for k in remembered)
+        assert all(recent.get(k) == (k % 2 == 0) for k in remembered)
+
+    def test_a_newer_value_wins_over_an_older_generation(self):
+        """A key put again (a fetched URL later taken as a hop) answers with its latest value."""
+        recent = RecentKeys(4)
+        recent.put(1, False)
+        recent.put(2, False)  # the first generation is full: 1 and 2 move to the older one
+        recent.put(1, True)
+        assert recent.get(1) is True and recent.get(2) is False and recent.get(3) is None
