@@ -7,7 +7,7 @@ this process: every --real-every-th entry is a real page (200, ~2 kB of HTML wit
 archived), the rest are under the robots.txt-disallowed /private/, so they go through the reader, the
 host queues, the robots check and every output's rows without a request each (1M real requests would
 take the loopback server, not the crawler, most of an hour). Each fetch runs as its own process started
-by a small launcher, which reports its peak RSS from wait4 (as bench/compare.py does).
+by compare.py's launcher, which reports its peak RSS from wait4.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import json
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -27,16 +26,12 @@ from aiohttp import web
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from compare import timed  # noqa: E402
+
 from crawler.models import FETCHLIST  # noqa: E402
 from crawler.segments.layout import Segment, part_name  # noqa: E402
 
-SHIM = """
-import json, os, subprocess, sys
-proc = subprocess.Popen(sys.argv[2:])
-_, status, usage = os.wait4(proc.pid, 0)
-with open(sys.argv[1], "w") as out:
-    json.dump({"cpu": usage.ru_utime + usage.ru_stime, "rss_kb": usage.ru_maxrss, "code": status}, out)
-"""
 PAGE = ("<html><head><title>page {n}</title></head><body>"
         + "<p>Some text of a page, repeated to make it a couple of kilobytes long.</p>" * 20
         + "<a href='/p/{a}.html'>a</a> <a href='/p/{b}.html'>b</a> <a href='/private/{n}.html'>c</a></body></html>")
@@ -69,21 +64,15 @@ async def fetch_rss(work: Path, bases: list[str], entries: int, real_every: int)
     crawl_dir = work / f"crawl-{entries}"
     seg = Segment(crawl_dir / "segments" / "20261201T000000000Z")
     write_fetchlist(seg, bases, entries, real_every)
-    figures = work / f"usage-{entries}.json"
     cmd = [str(ROOT / ".venv" / "bin" / "crawler"), "fetch", str(seg.path), "-D", f"crawl_dir={crawl_dir}",
            "-D", "http.allow_private_networks=true", "-D", "fetcher.min_delay=0",
            "-D", "fetcher.per_host_concurrency=2", "-D", "log.level=warning", "-D", "log.format=json"]
-    started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", SHIM, str(figures), *cmd, cwd=work)
-    await proc.wait()
-    wall = time.monotonic() - started
-    usage = json.loads(figures.read_text())
-    if usage["code"] != 0:
-        raise RuntimeError(f"crawler fetch of {entries} entries failed (status {usage['code']})")
+    # In a thread: this process's event loop serves the fetch's requests meanwhile.
+    wall, cpu, rss_mb = await asyncio.to_thread(timed, cmd, work / f"fetch-{entries}.log")
     rows = sum(pq.read_metadata(p).num_rows for p in seg.parts("fetcher"))
     shutil.rmtree(crawl_dir)
-    return {"entries": entries, "fetcher_rows": rows, "wall_s": round(wall, 1), "cpu_s": round(usage["cpu"], 1),
-            "peak_rss_mb": round(usage["rss_kb"] / 1024, 1)}
+    return {"entries": entries, "fetcher_rows": rows, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+            "peak_rss_mb": round(rss_mb, 1)}
 
 
 async def main() -> None:

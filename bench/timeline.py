@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -23,12 +23,10 @@ from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare import CRAWLER, WORK, run_floor  # noqa: E402
 from crawlargs import crawl_args  # noqa: E402
 from nginx import Nginx  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-WORK = Path(os.environ.get("BENCH_WORK", ROOT / "bench" / ".work"))
-CRAWLER = ROOT / ".venv-bench-crawler" / "bin" / "crawler"  # as in compare.py: a user's install
 PHASE_END = {"generate.done": "generate", "fetch.done": "fetch", "updatedb.done": "updatedb",
              "invertlinks.done": "invertlinks", "inject.done": "start-up + inject"}
 
@@ -40,7 +38,7 @@ def _stamp(event: dict) -> float:
 def crawl_phases(tag: str) -> tuple[dict[str, float], float, int]:
     """Seconds per phase (summed over rounds), the wall clock, and the requests the fetches made."""
     crawl_dir = WORK / f"timeline-{tag}"
-    subprocess.run(["rm", "-rf", str(crawl_dir)], check=True)
+    shutil.rmtree(crawl_dir, ignore_errors=True)
     log = WORK / f"timeline-{tag}.log"
     cmd = [str(CRAWLER), *crawl_args(WORK / "seeds.txt", crawl_dir), "-D", "log.level=info"]
     started = time.time()
@@ -65,13 +63,6 @@ def crawl_phases(tag: str) -> tuple[dict[str, float], float, int]:
     return phases, wall, requests
 
 
-def floor_wall() -> float:
-    started = time.time()
-    subprocess.run([sys.executable, str(ROOT / "bench" / "peers" / "floor.py"), str(WORK / "urls.txt"), "256", "2"],
-                   stdout=subprocess.DEVNULL, check=True)
-    return time.time() - started
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
@@ -81,10 +72,10 @@ def main() -> None:
     with Nginx(WORK / "web", args.port, WORK / "nginx"):
         for i in range(args.runs):
             if i % 2:
-                floors.append(floor_wall())
+                floors.append(run_floor(WORK / "urls.txt", 256, f"timeline-{i}").wall)
             crawls.append(crawl_phases(str(i)))
             if not i % 2:
-                floors.append(floor_wall())
+                floors.append(run_floor(WORK / "urls.txt", 256, f"timeline-{i}").wall)
     names = list(crawls[0][0])
     print(f"{'phase':26s} {'median s':>9s}   runs")
     for name in names:
