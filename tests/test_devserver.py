@@ -15,6 +15,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from crawler.devserver import SiteServer
+from tests.procs import kill_child, signal_child
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO_SITE = REPO / "examples" / "site"
@@ -214,11 +215,11 @@ async def test_cli_writes_port_file_and_exits_zero_on_sigterm(site: Path, tmp_pa
         async with aiohttp.ClientSession() as s:
             status, _, body = await fetch(s, f"http://127.0.0.1:{port}/")
         assert status == 200 and "Home" in body
-        proc.send_signal(signal.SIGTERM)
+        signal_child(proc, signal.SIGTERM)
         stdout, stderr = await asyncio.wait_for(proc.communicate(), 30)
     finally:
         if proc.returncode is None:
-            proc.kill()
+            kill_child(proc)
             await proc.wait()
     assert proc.returncode == 0
     assert stdout == b""

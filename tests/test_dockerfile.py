@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.procs import kill_child, signal_child
 
 DOCKERFILE = ROOT / "Dockerfile"
 
@@ -149,11 +150,11 @@ class TestDockerfileInstall:
             health = await asyncio.create_subprocess_exec(
                 str(python), *[a.replace(":9108", f":{port}") for a in check[1:]])
             assert await asyncio.wait_for(health.wait(), 30) == 0
-            proc.send_signal(signal.SIGTERM)
+            signal_child(proc, signal.SIGTERM)
             assert proc.stderr is not None
             await proc.stderr.read()
             assert await asyncio.wait_for(proc.wait(), 30) == 0
         finally:
             if proc.returncode is None:
-                proc.kill()
+                kill_child(proc)
                 await proc.wait()

@@ -16,6 +16,7 @@ import aiohttp
 import pytest
 
 from crawler.devserver import SiteServer
+from tests.procs import kill_child, signal_child
 
 EVENT_TIMEOUT = 30.0  # generous: other engineers run suites on this 2-core machine at the same time
 
@@ -98,7 +99,7 @@ class DaemonProcess:
         return (await self.wait_event("metrics.listening"))["port"]
 
     def signal(self, sig: signal.Signals) -> None:
-        self.proc.send_signal(sig)
+        signal_child(self.proc, sig)
 
     async def wait_exit(self, timeout: float = EVENT_TIMEOUT) -> int:
         try:
@@ -113,8 +114,7 @@ class DaemonProcess:
 
     async def kill(self) -> None:
         if self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.kill()
+            kill_child(self.proc)
             await self.proc.wait()
         with contextlib.suppress(Exception):
             await self._reader

@@ -12,6 +12,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from tests.conftest import run_crawler
 from tests.daemon.conftest import daemon_args, http_get, seed, write_site
+from tests.procs import kill_child
 
 ALL_PAGES = 7  # index + 6 pages per host
 
@@ -192,7 +193,7 @@ class TestSignals:
         daemon = await start_daemon(*args, cwd=tmp_path)
         await daemon.wait_event("fetch.start", cycle=2)
         await daemon.wait_for(lambda _e: len(fetched_on(a)) >= 3, "a few pages of the second segment")
-        daemon.proc.kill()
+        kill_child(daemon.proc)
         assert await daemon.wait_exit() == -signal.SIGKILL
         crawl = tmp_path / "crawl"
         committed_before = assert_all_readable(crawl, killed=True)

@@ -14,6 +14,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from tests.conftest import ROOT, run_crawler
 from tests.fetcher.conftest import Server, make_segment, read_rows
+from tests.procs import kill_child, signal_child
 
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 PAGES = 80  # per host
@@ -75,7 +76,7 @@ async def _killed_after_first_commit(tmp_path, slow_hosts, *extra: str):
     proc = await _start_fetch(seg, tmp_path, *extra)
     await asyncio.wait_for(reached.wait(), 60)
     await _first_commit(seg)
-    proc.kill()
+    kill_child(proc)
     await proc.communicate()
     committed = {r["url"] for r in read_rows(seg)}
     assert 0 < len(committed) < len(urls)
@@ -120,7 +121,7 @@ class TestResume:
         seg = make_segment(tmp_path, urls)
         proc = await _start_fetch(seg, tmp_path)
         await asyncio.wait_for(reached.wait(), 60)
-        proc.send_signal(signal.SIGTERM)
+        signal_child(proc, signal.SIGTERM)
         _, err = await proc.communicate()
         assert proc.returncode == 1
         assert "stopped by a signal" in err.decode().splitlines()[-1]

@@ -35,6 +35,7 @@ from crawler.jobs.readseg import dump_segment
 from crawler.segments.layout import list_segments
 from crawler.webdb.store import VersionedStore
 from tests.conftest import ROOT, run_crawler
+from tests.procs import kill_child
 
 KILLS = int(os.environ.get("CRAWLER_CRASH_KILLS", "20"))
 SEED = 20261129
@@ -115,8 +116,7 @@ async def _run_and_kill(args: list[str], phase: str, rng: random.Random) -> bool
             if not line:
                 return  # finished without reaching the phase
         await asyncio.sleep(rng.uniform(0.0, longest) if marker else rng.uniform(0.3, longest))
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGKILL)
+        kill_child(proc)
 
     killer = asyncio.create_task(kill_later())
     drain = asyncio.create_task(proc.stderr.read()) if marker is None else None

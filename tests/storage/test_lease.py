@@ -16,6 +16,7 @@ from crawler.storage.bucket import Bucket
 from crawler.storage.lease import Lease
 from crawler.storage.location import Remote
 from tests.conftest import run_crawler
+from tests.procs import kill_child
 from tests.storage.conftest import keys, read, staging_args
 
 
@@ -127,7 +128,7 @@ async def test_killed_job_leaves_current_on_previous_version(tmp_path, s3, bucke
         try:
             await asyncio.wait_for(reached.wait(), 60)
         finally:
-            proc.kill()
+            kill_child(proc)
             await proc.wait()
     finally:
         hanging.close()

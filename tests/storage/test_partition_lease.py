@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from crawler.segments.layout import partition_of
 from tests.conftest import run_crawler
+from tests.procs import kill_child
 from tests.storage.conftest import keys, read, staging_args
 
 HOSTS = ["a.test", "b.test", "c.test", "e.test"]  # two per partition of 2
@@ -76,7 +77,7 @@ async def test_a_leased_partition_is_refused_then_taken_over_after_its_holder_di
         assert expected in refused.stderr, refused.stderr[-2000:]
         assert not (tmp_path / "staging-b").exists()  # nothing pulled
     finally:
-        holder.kill()
+        kill_child(holder)
         await holder.wait()
     demo_site.delay = 0.0
 
