@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from collections.abc import Callable
 
 from tests.procs import kill_child, signal_child
 
 
-async def _exit_code_while_signalled(signal_: object) -> int:
+async def _exit_code_while_signalled(signal_: Callable[[asyncio.subprocess.Process], None]) -> int:
     """Start a child that exits 3 at once and signal it (signal 0: no effect) until asyncio has its code."""
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "raise SystemExit(3)")
     while proc.returncode is None:
