@@ -31,6 +31,7 @@ from compare import timed  # noqa: E402
 
 from crawler.models import FETCHLIST  # noqa: E402
 from crawler.segments.layout import Segment, part_name  # noqa: E402
+from crawler.urls.normalize import host_of  # noqa: E402
 
 PAGE = ("<html><head><title>page {n}</title></head><body>"
         + "<p>Some text of a page, repeated to make it a couple of kilobytes long.</p>" * 20
@@ -54,7 +55,7 @@ def write_fetchlist(seg: Segment, bases: list[str], entries: int, real_every: in
             for i in range(start, min(entries, start + 100_000)):
                 base = bases[i % len(bases)]
                 path = f"/p/{i}.html" if i % real_every == 0 else f"/private/{i}.html"
-                rows.append({"url": base + path, "host": base.split("//")[1].split(":")[0], "partition": 0,
+                rows.append({"url": base + path, "host": host_of(base), "partition": 0,
                              "score": 1.0, "db_status": "unfetched", "retries": 0})
             writer.write_table(pa.Table.from_pylist(rows, schema=FETCHLIST))
     seg.mark_done("fetchlist")

@@ -79,8 +79,7 @@ class HttpProtocol:
                                         compress=None) as resp:
                 transport = resp.connection.transport if resp.connection else None
                 peer = transport.get_extra_info("peername") if transport else None
-                if limit is None or limit > self.cfg.content_limit:
-                    limit = self.cfg.content_limit
+                limit = self.cfg.content_limit if limit is None else min(limit, self.cfg.content_limit)
                 decoder = Decoder(resp.headers.get("Content-Encoding"), limit)
                 pieces: list[bytes] = []  # joined once at the end: no copy per chunk, none for a single chunk
                 size = 0
