@@ -5,7 +5,7 @@ Each ``Fetcher`` still owns its queues, writers and HTTP session, and closes
 them when its segment is done; what must hold across segments lives here, for
 the daemon's whole life:
 
-- ``SharedPoliteness``: one request cap, per-host in-flight counts and delays.
+- ``Politeness``: one request cap, per-host in-flight counts, request starts, delays and holds.
 - one ``RobotsCache`` (bounded, ``robots.cache_ttl`` as for one fetch), so a
   host's robots.txt is requested once per TTL, not once per segment. It fetches
   through protocols of its own (``ProtocolPool``), never through a fetch's
@@ -27,7 +27,8 @@ import pyarrow.parquet as pq
 
 from crawler.config import CrawlerConfig
 from crawler.fetcher.known import KnownFetched
-from crawler.fetcher.politeness import SharedPoliteness
+from crawler.fetcher.politeness import Politeness
+from crawler.fetcher.politeness_file import politeness_path
 from crawler.fetcher.redirects import HeldUrls, listed_hashes
 from crawler.fetcher.robots import RobotsCache
 from crawler.protocols.pool import ProtocolPool
@@ -43,7 +44,8 @@ def fetchlist_urls(segment: Segment) -> Iterator[str]:
 
 class FetchShared:
     def __init__(self, cfg: CrawlerConfig, log: Any) -> None:
-        self.politeness = SharedPoliteness(cfg.fetcher)
+        # Kept in the crawl directory too, so a restarted daemon waits what its last requests ask.
+        self.politeness = Politeness(cfg.fetcher, state_file=politeness_path(cfg), log=log)
         self.held = HeldUrls()
         self._fetching: set[str] = set()  # segments whose fetch runs
         self._merged: list[tuple[str, set[str]]] = []  # merged, still held for the fetches that started before

@@ -2,16 +2,17 @@
 
 A worker never waits on one host's delay while another host is ready: the
 dispatcher pops the host with the earliest ready time, and only when a worker is
-idle, so the moment of dispatch is the moment the request starts. No polling and
-no per-entry sleeps: waits are on an event with a timeout to the next ready time.
+idle. No polling and no per-entry sleeps: waits are on an event with a timeout
+to the next ready time. When and how often a queue may start a request is not
+decided here but by its ``QueueState`` in ``Politeness`` (crawler/fetcher/politeness.py),
+shared with every other fetch of the process; a worker calls ``start`` just
+before its request goes out, or releases the entry without one.
 
-A queue's delay is its robots Crawl-delay if it has one, else ``min_delay``;
-with ``delay_factor`` it adapts to the host's response time (clamped to
-``min_delay``..``max_delay``). A queue is forgotten once it is empty and its
-delay has passed, so memory follows the number of busy hosts, not of all hosts.
-A blocked queue (too many failures, a Crawl-delay or Retry-After over the cap)
-is remembered only by key and reason, and every entry for it is dropped through
-``on_drop`` so the caller records it.
+A queue is forgotten once it is empty and its delay has passed, so memory
+follows the number of busy hosts, not of all hosts. A blocked queue (too many
+failures, a Retry-After over the cap) or origin (robots.txt unavailable, a
+Crawl-delay over the cap) is remembered only by key and reason, and every entry
+for it is dropped through ``on_drop`` so the caller records it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
+import math
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -26,27 +28,41 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crawler.config import FetcherConfig
-from crawler.fetcher.politeness import SharedPoliteness
+from crawler.fetcher.politeness import Politeness, QueueState
+from crawler.fetcher.robots import origin_of
 
 
 @dataclass(slots=True)
 class HostQueue:
     key: str
-    delay: float
+    state: QueueState
     entries: deque[Any] = field(default_factory=deque)
-    in_flight: int = 0
-    next_allowed: float = 0.0
+    in_flight: int = 0  # this fetch's entries out (state.busy counts every fetch's)
     scheduled: bool = False  # has an item in the heap
-    robots_checked: bool = False
-    crawl_delay: float | None = None
     failures: int = 0  # connection, timeout and DNS failures, 429s and 503s, in a row
 
+    @property
+    def delay(self) -> float:
+        return self.state.delay
 
-MAX_BLOCKED = 100_000  # blocked queue keys remembered at once
+    @property
+    def next_allowed(self) -> float:
+        return self.state.next_allowed
+
+    @property
+    def crawl_delay(self) -> float | None:
+        return self.state.crawl_delay
+
+
+MAX_BLOCKED = 100_000  # blocked queue keys (and origins) remembered at once
 
 
 def _no_drop(entry: Any, reason: str) -> None:
     raise RuntimeError(f"entry dropped ({reason}) with no on_drop handler")
+
+
+def _entry_origin(entry: Any) -> str:
+    return origin_of(entry["url"])
 
 
 class FetchQueues:
@@ -59,19 +75,21 @@ class FetchQueues:
         max_queued: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
         on_drop: Callable[[Any, str], None] = _no_drop,
-        shared: SharedPoliteness | None = None,
+        politeness: Politeness | None = None,
+        origin: Callable[[Any], str] = _entry_origin,
     ) -> None:
         self.cfg = cfg
         self.per_host = cfg.per_host_concurrency  # read several times per entry: an attribute, not a property
-        # Limits kept across every fetch of the process (the daemon's concurrent segments); None = this one only.
-        self.shared = shared
+        self.politeness = politeness if politeness is not None else Politeness(cfg, clock=clock)
         self.max_queued = max_queued
         self.clock = clock
         self.on_drop = on_drop
+        self.origin = origin
         self.hosts: dict[str, HostQueue] = {}
         # key -> reason: every entry for it is dropped. Bounded: a fetchlist of a million dead hosts
         # blocks a million keys; a forgotten one's next entry is simply tried (and blocked) again.
         self.blocked: OrderedDict[str, str] = OrderedDict()
+        self.blocked_origins: OrderedDict[str, str] = OrderedDict()
         self.queued = 0
         self.in_flight = 0
         self._heap: list[tuple[float, int, str]] = []
@@ -104,59 +122,86 @@ class FetchQueues:
         if key in self.blocked:
             self.on_drop(entry, self.blocked[key])
             return
+        if self.blocked_origins and (origin := self.origin(entry)) in self.blocked_origins:
+            self.on_drop(entry, self.blocked_origins[origin])
+            return
         hq = self.hosts.get(key)
         if hq is None:
-            hq = self.hosts[key] = HostQueue(key, self.cfg.min_delay)
+            state = self.politeness.attach(key)
+            if state.hold_until - self.clock() > self.cfg.max_crawl_delay:
+                # A Retry-After from an earlier fetch or round that outlasts what this one would wait.
+                self.politeness.detach(state)
+                self._block_key(key, "retry_after_over_cap")
+                self.on_drop(entry, "retry_after_over_cap")
+                return
+            hq = self.hosts[key] = HostQueue(key, state)
         hq.entries.append(entry)
         self.queued += 1
         if hq.in_flight < self.per_host:
             self._schedule(hq, hq.next_allowed)
 
-    def requeue(self, hq: HostQueue, entry: Any, not_before: float) -> None:
-        """Put a dispatched entry back at the head of its queue, to start no earlier than ``not_before``.
+    def requeue(self, hq: HostQueue, entry: Any) -> None:
+        """Put a dispatched entry back at the head of its queue (its start must wait longer than thought).
 
-        The worker still holds the entry's slot; ``release`` then schedules the queue as usual.
+        The worker still holds the entry; ``release`` then schedules the queue as usual.
         """
         if hq.key in self.blocked:
             self.on_drop(entry, self.blocked[hq.key])
             return
         hq.entries.appendleft(entry)
         self.queued += 1
-        hq.next_allowed = max(hq.next_allowed, not_before)
 
     def finish_feeding(self) -> None:
         self._feeding = False
         self._changed.set()
 
-    def set_crawl_delay(self, hq: HostQueue, delay: float) -> None:
-        """Apply a robots Crawl-delay learned after dispatch to the host's next start."""
-        hq.crawl_delay = delay
-        hq.delay = delay
-        hq.next_allowed = max(hq.next_allowed, self.clock() + delay)
-        if self.shared is not None:
-            self.shared.hold(hq.key, hq.next_allowed, crawl_delay=delay)
+    def may_start(self, hq: HostQueue) -> bool:
+        return self.politeness.may_start(hq.state, self.clock())
+
+    def start(self, hq: HostQueue) -> None:
+        """The dispatched entry's request starts now."""
+        self.politeness.started(hq.state)
+
+    def note_start(self, hq: HostQueue, at: float) -> None:
+        self.politeness.note_start(hq.state, at)
+
+    def set_crawl_delay(self, hq: HostQueue, delay: float | None, origin: str | None = None) -> None:
+        """``origin`` (default: the key itself) is served through this queue, with this robots Crawl-delay."""
+        self.politeness.set_origin_delay(hq.state, origin if origin is not None else hq.key, delay)
 
     def adapt(self, hq: HostQueue, elapsed: float) -> None:
-        """Adaptive delay: a slow host gets more time between requests (``delay_factor``)."""
-        if self.cfg.delay_factor <= 0:
-            return
-        floor = hq.crawl_delay if hq.crawl_delay is not None else self.cfg.min_delay
-        ceiling = max(self.cfg.max_delay, floor)
-        hq.delay = min(max(floor, self.cfg.delay_factor * elapsed), ceiling)
+        self.politeness.adapt(hq.state, elapsed)
 
     def back_off(self, hq: HostQueue, seconds: float) -> None:
         """No request to this queue for ``seconds`` (Retry-After, repeated failures)."""
-        hq.next_allowed = max(hq.next_allowed, self.clock() + seconds)
-        if self.shared is not None:
-            self.shared.hold(hq.key, hq.next_allowed)
+        self.politeness.hold(hq.state, seconds)
 
     def block(self, hq: HostQueue, reason: str) -> None:
         """Drop every waiting and future entry of this queue through ``on_drop``."""
-        self.blocked[hq.key] = reason
-        while len(self.blocked) > MAX_BLOCKED:
-            self.blocked.popitem(last=False)
+        self._block_key(hq.key, reason)
         for entry in self.drop_host(hq):
             self.on_drop(entry, reason)
+
+    def _block_key(self, key: str, reason: str) -> None:
+        self.blocked[key] = reason
+        while len(self.blocked) > MAX_BLOCKED:
+            self.blocked.popitem(last=False)
+
+    def block_origin(self, hq: HostQueue, origin: str, reason: str) -> None:
+        """Drop every waiting and future entry of ``origin`` (one origin of ``hq``'s queue), not the others."""
+        self.blocked_origins[origin] = reason
+        while len(self.blocked_origins) > MAX_BLOCKED:
+            self.blocked_origins.popitem(last=False)
+        kept: deque[Any] = deque()
+        for entry in hq.entries:
+            if self.origin(entry) == origin:
+                self.queued -= 1
+                self.on_drop(entry, reason)
+            else:
+                kept.append(entry)
+        hq.entries = kept
+        self._space.set()
+        self._changed.set()
 
     def drop_host(self, hq: HostQueue) -> list[Any]:
         """Remove and return every waiting entry of a host (to be recorded by the caller)."""
@@ -177,9 +222,9 @@ class FetchQueues:
         """New per-host limits and delays, live; queues with a Crawl-delay keep it."""
         self.cfg = cfg
         self.per_host = cfg.per_host_concurrency
+        if self.politeness.cfg is not cfg:
+            self.politeness.reconfigure(cfg)
         for hq in self.hosts.values():
-            if hq.crawl_delay is None:
-                hq.delay = cfg.min_delay
             if hq.entries and hq.in_flight < self.per_host:
                 self._schedule(hq, hq.next_allowed)
         self._changed.set()
@@ -197,26 +242,33 @@ class FetchQueues:
         for _ in range(count):
             await self._idle.acquire()
 
-    def release(self, hq: HostQueue) -> None:
-        """A worker finished an entry of ``hq``; it is idle again."""
+    def release(self, hq: HostQueue, started: bool = True) -> None:
+        """A worker finished an entry of ``hq`` (``started``: its request went out); it is idle again."""
         hq.in_flight -= 1
         self.in_flight -= 1
-        if self.per_host == 1:
-            # Space requests by the delay from the end of the last one, as Nutch does.
-            hq.next_allowed = max(hq.next_allowed, self.clock() + hq.delay)
-        if self.shared is not None:
-            self.shared.ended(hq.key, hq.next_allowed)
-            self.shared.slots.release()
+        self.politeness.ended(hq.state, started)
+        self.politeness.slots.release()
         if hq.entries:
             self._schedule(hq, hq.next_allowed)
         elif hq.in_flight == 0:
             if hq.next_allowed <= self.clock() and not hq.scheduled:
-                self.hosts.pop(hq.key, None)
+                self._forget(hq)
             else:
                 # Remember the host until its delay has passed, then forget it (bounded memory).
                 self._schedule(hq, hq.next_allowed)
         self._idle.release()
         self._changed.set()
+
+    def _forget(self, hq: HostQueue) -> None:
+        if self.hosts.get(hq.key) is hq:
+            del self.hosts[hq.key]
+            self.politeness.detach(hq.state)
+
+    def close(self) -> None:
+        """Let go of every queue's politeness state (the fetch is over; the state stays with ``politeness``)."""
+        for hq in self.hosts.values():
+            self.politeness.detach(hq.state)
+        self.hosts.clear()
 
     def waiting_hosts(self) -> int:
         """Queues with entries that wait for their politeness delay (not stuck: just polite)."""
@@ -235,13 +287,13 @@ class FetchQueues:
             if item is None:
                 self._idle.release()
                 break
-            if self.shared is not None:
-                await self.shared.slots.acquire()  # the process-wide cap; ``release`` gives it back
+            await self.politeness.slots.acquire()  # the process-wide cap; ``release`` gives it back
             self.ready.put_nowait(item)
         for _ in range(self._workers):
             self.ready.put_nowait(None)
 
     async def _next_ready(self) -> tuple[HostQueue, Any] | None:
+        politeness = self.politeness
         while True:
             if self._done():
                 return None
@@ -260,45 +312,32 @@ class FetchQueues:
                 if not hq.entries:
                     if hq.in_flight == 0 and hq.next_allowed <= now:
                         # Idle and past its delay: nothing to remember, so keep memory bounded.
-                        del self.hosts[key]
+                        self._forget(hq)
                     elif hq.in_flight == 0:
                         self._schedule(hq, hq.next_allowed)
                     continue
                 if hq.in_flight >= self.per_host:
-                    continue
-                if hq.next_allowed > now:
-                    self._schedule(hq, hq.next_allowed)
-                    continue
-                if self.shared is not None and not self._shared_ready(hq, now):
+                    continue  # ``release`` schedules it again
+                wait = politeness.ready_at(hq.state, self.per_host, now)
+                if wait is not None:
+                    if wait == math.inf:
+                        politeness.on_change(hq.state, lambda hq=hq: self._wake(hq))
+                    else:
+                        self._schedule(hq, wait)
                     continue
                 entry = hq.entries.popleft()
                 self.queued -= 1
                 self._space.set()
                 hq.in_flight += 1
                 self.in_flight += 1
-                hq.next_allowed = now + hq.delay
-                if self.shared is not None:
-                    self.shared.started(hq.key, hq.next_allowed)
+                politeness.dispatched(hq.state)
+                # No reschedule here: the next entry waits for this one's start (``_wake``).
                 if hq.entries and hq.in_flight < self.per_host:
-                    self._schedule(hq, hq.next_allowed)
+                    politeness.on_change(hq.state, lambda hq=hq: self._wake(hq))
                 return hq, entry
             self._changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout)
-
-    def _shared_ready(self, hq: HostQueue, now: float) -> bool:
-        """Whether another fetch of the process lets ``hq`` start now; if not, look again when it may."""
-        assert self.shared is not None
-        if hq.crawl_delay is None and (learned := self.shared.crawl_delay(hq.key)) is not None:
-            hq.crawl_delay = hq.delay = learned  # another fetch read this host's robots.txt first
-        at = self.shared.wait(hq.key, self.per_host, now)
-        if at is None:
-            return True
-        if at == float("inf"):
-            self.shared.on_release(hq.key, lambda: self._wake(hq))
-        else:
-            self._schedule(hq, at)
-        return False
 
     def _wake(self, hq: HostQueue) -> None:
         if self.hosts.get(hq.key) is hq and hq.entries and hq.in_flight < self.per_host:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import email.utils
+from datetime import UTC, datetime
+
 from crawler.models import FetchStatus
 
 _REDIRECTS = {301: FetchStatus.REDIRECT_PERM, 308: FetchStatus.REDIRECT_PERM,
@@ -31,3 +34,19 @@ def status_for_error(kind: str) -> FetchStatus:
 
 def http_status_class(code: int) -> str:
     return f"{code // 100}xx"
+
+
+def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
+    """Retry-After as seconds: delta-seconds or an HTTP date (RFC 9110 10.2.3); None if absent or bad."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())

@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 from protego import Protego
 
 from crawler.errors import BlockedAddress, FetchError
+from crawler.fetcher.outcome import retry_after_seconds
 from crawler.protocols.base import Protocol
 from crawler.urls.normalize import InvalidUrl, normalize
 
@@ -50,6 +51,7 @@ class RobotsRules:
     # time.monotonic() when the last robots.txt request started; None if none went out. The fetcher
     # counts it as a request start of the host's queue (DESIGN: never two starts closer than the delay).
     requested_at: float | None = None
+    retry_after: float | None = None  # seconds a 429/503 on robots.txt asked the queue to wait
 
     def allowed(self, url: str, agent: str) -> bool:
         if self.unavailable:
@@ -160,7 +162,7 @@ class RobotsCache:
         delay = rules.crawl_delay(self.agent) if rules.parser is not None else None
         self.log.info("robots.outcome", origin=origin, reason=rules.reason,
                       outcome="disallow_all" if rules.unavailable else "rules" if rules.parser else "allow_all",
-                      crawl_delay=delay, sitemaps=len(rules.sitemaps))
+                      crawl_delay=delay, sitemaps=len(rules.sitemaps), retry_after=rules.retry_after)
         return rules
 
     async def _fetch(self, origin: str) -> RobotsRules:
@@ -197,7 +199,8 @@ class RobotsCache:
                     return RobotsRules(reason=f"robots.txt redirect target filtered ({rejected}), allowing all")
                 continue
             if status == 429 or status >= 500:
-                return RobotsRules(unavailable=True, reason=f"robots.txt answered {status}")
+                return RobotsRules(unavailable=True, reason=f"robots.txt answered {status}",
+                                   retry_after=retry_after_seconds(response.header("Retry-After")))
             return RobotsRules(reason=f"robots.txt answered {status}, allowing all")
         return RobotsRules(reason="robots.txt redirects too often, allowing all")
 

@@ -15,12 +15,10 @@ queue, the time limit) still gets a fetcher row with its reason, and
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
 import time
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -31,15 +29,16 @@ from crawler.errors import CrawlerError, FetchError, PluginNotFound
 from crawler.fetcher.events import FetchDone, FetchObserver, NullObserver
 from crawler.fetcher.hostqueue import FetchQueues, HostQueue
 from crawler.fetcher.known import load_known_fetched
-from crawler.fetcher.outcome import status_for_error, status_for_http
+from crawler.fetcher.outcome import retry_after_seconds, status_for_error, status_for_http
 from crawler.fetcher.parsepool import ParsePool, parse_to_rows
-from crawler.fetcher.politeness import SharedPoliteness
+from crawler.fetcher.politeness import Politeness
+from crawler.fetcher.politeness_file import politeness_path
 from crawler.fetcher.progress import Counters, ProgressReporter, use_progress_bar
 from crawler.fetcher.queuekey import queue_key_for
 from crawler.fetcher.records import body_digest, fetch_row
 from crawler.fetcher.redirects import HeldUrls, RedirectPolicy, listed_hashes
 from crawler.fetcher.resume import OUTPUTS, clear_leftovers, committed_urls
-from crawler.fetcher.robots import Remembered, RobotsCache, RobotsRules
+from crawler.fetcher.robots import Remembered, RobotsCache, RobotsRules, origin_of
 from crawler.fsutil import atomic_write_text
 from crawler.models import FetchStatus
 from crawler.parsers.dispatch import ParserDispatch
@@ -52,6 +51,11 @@ from crawler.urls.normalize import InvalidUrl
 # Failures that say "this host is in trouble" (they count towards max_exceptions_per_queue).
 _HOST_FAILURES = ("dns", "connect", "timeout")
 _BACKOFF_STATUSES = (429, 503)
+
+
+@dataclass(slots=True)
+class _Ticket:
+    started: bool = False  # the entry's request went out (a start of its queue)
 
 
 @dataclass(slots=True)
@@ -75,26 +79,10 @@ def done_marker(segment: Segment, partition: int) -> Any:
     return segment.dir("fetcher") / f"_done-{partition:05d}"
 
 
-def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
-    """Retry-After as seconds: delta-seconds or an HTTP date (RFC 9110 10.2.3); None if absent or bad."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
-
-
 class Fetcher:
     def __init__(self, cfg: CrawlerConfig, segment: Segment, log: Any, *,
                  stop: asyncio.Event | None = None, observer: FetchObserver | None = None,
-                 parse_pool: ParsePool | None = None, politeness: SharedPoliteness | None = None,
+                 parse_pool: ParsePool | None = None, politeness: Politeness | None = None,
                  robots: RobotsCache | None = None, held: HeldUrls | None = None,
                  robots_memory: Remembered | None = None) -> None:
         self.cfg = cfg
@@ -122,8 +110,12 @@ class Fetcher:
         self.parsers = ParserDispatch(cfg) if cfg.fetcher.parse and parse_pool is None else None
         self.queue_key = queue_key_for(cfg)
         workers = cfg.fetcher.concurrency
+        # A fetch of its own keeps its politeness in the crawl directory, so the next round, fetch or
+        # restart waits what this one's last requests and Retry-Afters ask (the daemon passes its shared one).
+        self.politeness = politeness if politeness is not None else Politeness(
+            cfg.fetcher, state_file=politeness_path(cfg), log=self.log)
         self.queues = FetchQueues(cfg.fetcher, workers, max_queued=max(1000, workers * 20), on_drop=self._drop,
-                                  shared=politeness)
+                                  politeness=self.politeness)
         self.writers: dict[int, PartitionWriter] = {}
         self.report = FetchReport(segment.name, [])
         self.counters = Counters()
@@ -186,7 +178,7 @@ class Fetcher:
             total=max(total, 0), log=self.log, observer=self.observer, bar=use_progress_bar(self.cfg.log.format),
         )
         try:
-            async with asyncio.TaskGroup() as tg:
+            async with self.politeness.keeping(), asyncio.TaskGroup() as tg:
                 self._task_group = tg
                 tg.create_task(self._read(todo))
                 dispatcher = tg.create_task(self.queues.dispatch())
@@ -201,6 +193,7 @@ class Fetcher:
                     helper.cancel()
         finally:
             self._task_group = None
+            self.queues.close()
             if self._robots_memory is not None:
                 self._robots_memory.clear()
                 self._robots_memory.update(self.robots.settled())
@@ -278,18 +271,19 @@ class Fetcher:
             self.counters.in_flight[worker] = (entry["url"], time.monotonic())
             # Set and reset the one context variable (bound_contextvars copies the whole context twice).
             tokens = structlog.contextvars.bind_contextvars(url=entry["url"])
+            ticket = _Ticket()
             try:
-                await self._process(hq, entry)
+                await self._process(hq, entry, ticket)
             except Exception as exc:  # noqa: BLE001 - one URL's bug must never stop the others
                 self.log.exception("fetch.bug", url=entry["url"], error=repr(exc))
                 self._record(entry, fetch_row(entry, FetchStatus.FAILED, reason=f"internal error: {exc!r}"))
             finally:
                 structlog.contextvars.reset_contextvars(**tokens)
                 self.counters.in_flight.pop(worker, None)
-                self.queues.release(hq)
+                self.queues.release(hq, ticket.started)
             await self.writers[entry["partition"]].commit_if_due()
 
-    async def _process(self, hq: HostQueue, entry: dict[str, Any]) -> None:
+    async def _process(self, hq: HostQueue, entry: dict[str, Any], ticket: _Ticket) -> None:
         url = entry["url"]
         if self.expired:
             self._drop(entry, "time_limit")
@@ -309,33 +303,16 @@ class Fetcher:
             self._record(entry, fetch_row(entry, FetchStatus.FAILED, reason="unsupported_scheme"))
             return
         rules = await self.robots.rules_for(url)
-        if not hq.robots_checked:
-            hq.robots_checked = True
-            delay = rules.crawl_delay(self.agent)
-            if delay is not None and delay > self.fetcher_cfg.max_crawl_delay:
-                self.log.warning("robots.crawl_delay_over_cap", host=hq.key, crawl_delay=delay)
-                self._drop(entry, "crawl_delay_over_cap")
-                self.queues.block(hq, "crawl_delay_over_cap")
-                return
-            if delay is not None:
-                self.queues.set_crawl_delay(hq, delay)
-        if rules.unavailable:
-            # Disallow all until a later round; waiting out the delay for each entry would gain nothing.
-            self._drop(entry, rules.reason)
-            self.queues.block(hq, rules.reason)
+        if not self._robots_allow(hq, entry, rules):
             return
-        if not rules.allowed(url, self.agent):
-            self.log.debug("robots.denied")
-            self._record(entry, fetch_row(entry, FetchStatus.ROBOTS_DENIED, reason="robots.txt"))
+        if not self.queues.may_start(hq):
+            # The wait grew since dispatch (robots.txt just went out, or gave a Crawl-delay): back in the
+            # host queue rather than in this worker, so other hosts keep going.
+            if not self.stop.is_set():  # once stopped, an unfetched entry stays in the fetchlist
+                self.queues.requeue(hq, entry)
             return
-        if rules.requested_at is not None:
-            # The robots.txt request was a request start of this queue: the page waits out the delay
-            # from it, back in the host queue rather than in this worker (other hosts keep going).
-            not_before = rules.requested_at + hq.delay
-            if not_before > self.queues.clock():
-                if not self.stop.is_set():  # once stopped, an unfetched entry stays in the fetchlist
-                    self.queues.requeue(hq, entry, not_before)
-                return
+        self.queues.start(hq)
+        ticket.started = True
         try:
             response = await protocol.fetch(url, self._conditional_headers(entry))
         except FetchError as exc:
@@ -352,6 +329,35 @@ class Fetcher:
         else:
             hq.failures = 0
         await self._record_response(entry, response, rules)
+
+    def _robots_allow(self, hq: HostQueue, entry: dict[str, Any], rules: RobotsRules) -> bool:
+        """Apply the entry's origin's robots.txt to it and to its queue; False if it is not to be fetched.
+
+        robots.txt is per origin (RFC 9309 2.3): an origin's outcome decides for its own URLs only, even
+        when several origins share one politeness queue; the queue waits the largest of their delays.
+        """
+        origin = origin_of(entry["url"])
+        if rules.requested_at is not None:
+            self.queues.note_start(hq, rules.requested_at)  # robots.txt was a request start of this queue
+        if rules.unavailable:
+            # Disallow all until a later round; waiting out the delay for each entry would gain nothing.
+            self._drop(entry, rules.reason)
+            self.queues.block_origin(hq, origin, rules.reason)
+            if rules.retry_after is not None:
+                self._retry_after(hq, rules.retry_after)
+            return False
+        delay = rules.crawl_delay(self.agent)
+        if delay is not None and delay > self.fetcher_cfg.max_crawl_delay:
+            self.log.warning("robots.crawl_delay_over_cap", host=hq.key, origin=origin, crawl_delay=delay)
+            self._drop(entry, "crawl_delay_over_cap")
+            self.queues.block_origin(hq, origin, "crawl_delay_over_cap")
+            return False
+        self.queues.set_crawl_delay(hq, delay, origin)
+        if not rules.allowed(entry["url"], self.agent):
+            self.log.debug("robots.denied")
+            self._record(entry, fetch_row(entry, FetchStatus.ROBOTS_DENIED, reason="robots.txt"))
+            return False
+        return True
 
     def _host_failed(self, hq: HostQueue, kind: str) -> None:
         """Repeated failures back a host off, and past the cap drop the rest of its queue."""
@@ -370,12 +376,17 @@ class Fetcher:
         wait = retry_after_seconds(response.header("Retry-After"))
         if wait is None:
             self._host_failed(hq, kind)
-        elif wait > self.fetcher_cfg.max_crawl_delay:
+        else:
+            self._retry_after(hq, wait)
+
+    def _retry_after(self, hq: HostQueue, wait: float) -> None:
+        """Hold the queue ``wait`` seconds (kept across fetches and restarts); past the cap, drop the rest."""
+        self.queues.back_off(hq, wait)
+        if wait > self.fetcher_cfg.max_crawl_delay:
             self.log.warning("fetch.retry_after_over_cap", host=hq.key, retry_after=wait)
             self.queues.block(hq, "retry_after_over_cap")
         else:
             self.log.info("fetch.retry_after", host=hq.key, retry_after=wait)
-            self.queues.back_off(hq, wait)
 
     def _conditional_headers(self, entry: dict[str, Any]) -> dict[str, str]:
         headers = {}

@@ -1,0 +1,171 @@
+"""Politeness across fetches, origins and restarts, judged from the servers' own request times."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+
+import structlog
+from aiohttp import web
+
+from crawler.config import FetcherConfig
+from crawler.fetcher.politeness import Politeness
+from crawler.fetcher.politeness_file import PolitenessFile, QueueRecord
+from crawler.fetcher.service import fetch_segment
+from tests.fetcher.conftest import make_cfg, make_segment, page, robots, rows_by_url
+
+# Request times are taken by the server and the crawler on one monotonic clock; a gap may read a hair
+# short of the delay when both round differently, never by more than this.
+CLOCK_SLACK = 0.002
+
+
+async def fetch_in(crawl_dir: Path, run: str, urls: list[str], *overrides: str):
+    """One `crawler fetch` of a fresh segment of ``urls`` in the crawl directory ``crawl_dir``."""
+    cfg = make_cfg(crawl_dir, *overrides)
+    seg = make_segment(crawl_dir / "runs" / run, urls)
+    with structlog.testing.capture_logs() as logs:
+        report = await fetch_segment(cfg, seg, structlog.get_logger())
+    return report, rows_by_url(seg), logs
+
+
+def start_gaps(server, include_robots: bool = True) -> list[float]:
+    starts = sorted(h.started for h in server.hits if include_robots or h.path != "/robots.txt")
+    return [b - a for a, b in zip(starts, starts[1:], strict=False)]
+
+
+def dead_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class TestAcrossFetches:
+    async def test_crawl_delay_spaces_the_first_starts_of_the_next_fetch(self, tmp_path, servers):
+        """Two fetches in a row on one crawl directory, two slots per host: every start a Crawl-delay apart."""
+        site = await servers("127.0.0.1", {"/robots.txt": robots("User-agent: *\nCrawl-delay: 0.3\n"),
+                                           **{f"/p{i}": page() for i in range(6)}})
+        for run, pages in (("a", range(3)), ("b", range(3, 6))):
+            _, rows, _ = await fetch_in(tmp_path, run, [site.url(f"/p{i}") for i in pages],
+                                        "fetcher.per_host_concurrency=2")
+            assert {r["status"] for r in rows.values()} == {"success"}
+        assert len(site.hits) == 8  # robots.txt twice (a new process each time) and six pages
+        assert min(start_gaps(site)) >= 0.3 - CLOCK_SLACK
+
+    async def test_min_delay_counts_from_the_last_start_of_the_previous_fetch(self, tmp_path, servers):
+        """The next fetch's first request to a host waits min_delay after the previous fetch's last one."""
+        site = await servers("127.0.0.1", {f"/p{i}": page() for i in range(4)})
+        for run, pages in (("a", range(2)), ("b", range(2, 4))):
+            await fetch_in(tmp_path, run, [site.url(f"/p{i}") for i in pages], "fetcher.min_delay=0.4")
+        assert min(start_gaps(site)) >= 0.4 - CLOCK_SLACK
+
+    async def test_robots_retry_after_holds_across_fetches(self, tmp_path, servers):
+        """robots.txt answering 503 with Retry-After: 2 is not asked again before 2 s, by any later fetch."""
+        async def unavailable(request):
+            return web.Response(status=503, headers={"Retry-After": "2"})
+
+        site = await servers("127.0.0.1", {"/robots.txt": unavailable, "/p": page()})
+        _, rows, _ = await fetch_in(tmp_path, "a", [site.url("/p")])
+        assert rows[site.url("/p")]["status"] == "retry"
+        first = site.hits[0].started
+        _, rows, _ = await fetch_in(tmp_path, "b", [site.url("/p")])
+        assert [h.path for h in site.hits] == ["/robots.txt", "/robots.txt"]
+        assert site.hits[1].started - first >= 2 - CLOCK_SLACK
+
+    async def test_page_retry_after_over_the_cap_outlives_the_fetch(self, tmp_path, servers):
+        """A 429 whose Retry-After is over max_crawl_delay: the next fetch records the host's URLs, asks nothing."""
+        async def busy(request):
+            return web.Response(status=429, headers={"Retry-After": "120"})
+
+        site = await servers("127.0.0.1", {"/busy": busy, "/p": page()})
+        await fetch_in(tmp_path, "a", [site.url("/busy")], "fetcher.max_crawl_delay=10")
+        report, rows, _ = await fetch_in(tmp_path, "b", [site.url("/p")], "fetcher.max_crawl_delay=10")
+        assert site.paths() == ["/robots.txt", "/busy"]
+        assert rows[site.url("/p")]["status"] == "retry"
+        assert report.dropped == {"retry_after_over_cap": 1}
+
+
+class TestOrigins:
+    async def test_a_dead_origin_does_not_deny_a_live_one_on_the_same_host(self, tmp_path, servers):
+        """127.0.0.1:dead has no robots.txt answer; every page of 127.0.0.1:live is still fetched."""
+        live = await servers("127.0.0.1", {f"/a{i}": page() for i in range(3)})
+        dead = f"http://127.0.0.1:{dead_port()}"
+        urls = [f"{dead}/x{i}" for i in range(2)] + [live.url(f"/a{i}") for i in range(3)]
+        report, rows, _ = await fetch_in(tmp_path, "a", urls)
+        assert {rows[live.url(f"/a{i}")]["status"] for i in range(3)} == {"success"}
+        assert {rows[f"{dead}/x{i}"]["reason"] for i in range(2)} == {"robots.txt unreachable: connect"}
+        assert live.paths()[0] == "/robots.txt"
+
+    async def test_domain_queue_keeps_each_hosts_robots_outcome(self, tmp_path, servers):
+        """In domain mode, a 500 on a.example.test's robots.txt leaves b.example.test's pages fetched."""
+        async def broken(request):
+            return web.Response(status=500)
+
+        a = await servers("127.0.0.2", {"/robots.txt": broken, "/p": page()})
+        b = await servers("127.0.0.3", {"/robots.txt": robots("User-agent: *\nCrawl-delay: 0.3\n"),
+                                        **{f"/q{i}": page() for i in range(3)}})
+        resolve = f"http.resolve={json.dumps({'a.example.test': a.host, 'b.example.test': b.host})}"
+        urls = [f"http://a.example.test:{a.port}/p"] + [f"http://b.example.test:{b.port}/q{i}" for i in range(3)]
+        _, rows, _ = await fetch_in(tmp_path, "a", urls, "fetcher.queue_mode=domain", resolve)
+        assert rows[urls[0]]["status"] == "retry"
+        assert {rows[u]["status"] for u in urls[1:]} == {"success"}
+        assert b.paths()[0] == "/robots.txt"
+        # One queue: once b's robots.txt gave its Crawl-delay, it spaces every later start to either host.
+        starts = sorted(h.started for h in a.hits + b.hits if h.started >= b.hits[0].started)
+        assert min(y - x for x, y in zip(starts, starts[1:], strict=False)) >= 0.3 - CLOCK_SLACK
+
+    async def test_crawl_delay_over_the_cap_skips_only_that_origin(self, tmp_path, servers):
+        """Two ports of one host: the one asking Crawl-delay 100 is skipped, the other fetched."""
+        slow = await servers("127.0.0.1", {"/robots.txt": robots("User-agent: *\nCrawl-delay: 100\n"), "/s": page()})
+        fine = await servers("127.0.0.1", {"/f": page()})
+        report, rows, _ = await fetch_in(tmp_path, "a", [slow.url("/s"), fine.url("/f")],
+                                         "fetcher.max_crawl_delay=5")
+        assert rows[slow.url("/s")]["reason"] == "crawl_delay_over_cap"
+        assert rows[fine.url("/f")]["status"] == "success"
+
+
+class TestStateFile:
+    def test_saved_state_is_restored_on_the_wall_clock(self, tmp_path):
+        """A start and a hold written by one process are what another process waits for."""
+        path = tmp_path / "politeness.json"
+        first = Politeness(FetcherConfig(min_delay=5), state_file=path)
+        state = first.attach("h")
+        first.dispatched(state)
+        first.started(state)
+        first.hold(first.attach("held"), 60)
+        first._file.save(first._snapshot(), clean=True)
+        second = Politeness(FetcherConfig(min_delay=5), state_file=path)
+        now = time.monotonic()
+        assert second.ready_at(second.attach("h"), 1, now) > now + 4
+        assert second.ready_at(second.attach("held"), 1, now) > now + 59
+        assert second.ready_at(second.attach("new"), 1, now) is None
+
+    def test_after_an_unclean_end_every_key_waits_its_delay(self, tmp_path):
+        """A file not marked clean (the writer was killed): even keys it does not list wait the delay."""
+        path = tmp_path / "politeness.json"
+        PolitenessFile(path).save({}, clean=False)
+        restored = Politeness(FetcherConfig(min_delay=3), state_file=path)
+        now = time.monotonic()
+        assert restored.ready_at(restored.attach("unknown"), 1, now) > now + 2
+
+    def test_writers_merge_and_expired_keys_go(self, tmp_path):
+        """Two writers' keys are both kept; the latest start and hold win; long-past keys are dropped."""
+        path = tmp_path / "politeness.json"
+        now = time.time()
+        store = PolitenessFile(path)
+        store.save({"a": QueueRecord(last_start=now - 1), "old": QueueRecord(last_start=now - 3600)}, clean=True)
+        store.save({"a": QueueRecord(last_start=now - 2, hold_until=now + 9), "b": QueueRecord(last_start=now)},
+                   clean=True)
+        queues = store.load().queues
+        assert sorted(queues) == ["a", "b"]
+        assert (queues["a"].last_start, queues["a"].hold_until) == (round(now - 1, 6), round(now + 9, 6))
+
+    def test_an_unreadable_file_is_reported_and_ignored(self, tmp_path):
+        """A corrupt politeness.json never stops a fetch: it is logged with its path and treated as empty."""
+        path = tmp_path / "politeness.json"
+        path.write_text("{not json")
+        with structlog.testing.capture_logs() as logs:
+            politeness = Politeness(FetcherConfig(), state_file=path, log=structlog.get_logger())
+        assert politeness.ready_at(politeness.attach("h"), 1, time.monotonic()) is None
+        assert [e["file"] for e in logs if e["event"] == "politeness.state_unusable"] == [str(path)]
