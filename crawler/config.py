@@ -150,7 +150,17 @@ class UrlsConfig(Section):
     filters: list[Annotated[str, AfterValidator(_check_filter_rule)]] = []
     max_length: int = Field(2048, ge=1)
     max_segment_repeats: int = Field(3, ge=0)  # spider traps like /a/b/a/b/a/b/a/b/; 0 = no limit
+    max_path_depth: int = Field(20, ge=0)  # path segments a URL may have (Heritrix's default); 0 = no limit
     schemes: list[str] = ["http", "https"]
+
+
+class TrapsConfig(Section):
+    # Spider traps by content (crawler/jobs/traps.py): repeated pages are not followed, repeating folders not grown.
+    skip_duplicate_outlinks: bool = True
+    window: int = Field(200, ge=1)
+    min_repeats: int = Field(20, ge=0)
+    repeat_ratio: float = Field(0.8, ge=0.0, le=1.0)
+    simhash_distance: int = Field(3, ge=0, le=15)
 
 
 class LinkdbConfig(Section):
@@ -245,6 +255,7 @@ class CrawlerConfig(Section):
     generate: GenerateConfig = GenerateConfig()
     db: DbConfig = DbConfig()
     urls: UrlsConfig = UrlsConfig()
+    traps: TrapsConfig = TrapsConfig()
     linkdb: LinkdbConfig = LinkdbConfig()
     log: LogConfig = LogConfig()
     metrics: MetricsConfig = MetricsConfig()

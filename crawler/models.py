@@ -61,6 +61,7 @@ PAGES = pa.schema(
         ("modified_time", TIMESTAMP),
         ("etag", pa.string()),
         ("http_status", pa.int32()),
+        ("simhash", pa.int64()),  # 64-bit SimHash of the text (near-duplicates differ in few bits), crawler/jobs/traps.py
     ]
 )
 

@@ -35,6 +35,7 @@ import pyarrow as pa
 from crawler.config import CrawlerConfig
 from crawler.errors import StorageError
 from crawler.fsutil import remove_tree
+from crawler.jobs import traps
 from crawler.jobs.count_keys import count_keys
 from crawler.jobs.engine import (
     DuckEngine,
@@ -128,6 +129,7 @@ def _select(
     if exclude_urls:
         con.register("excluded_urls", pa.table({"url": exclude_urls}, schema=pa.schema([PAGES.field("url")])))
         excluded += " AND p.url NOT IN (SELECT url FROM excluded_urls)"
+    excluded += traps.generate_exclusion(con, version.meta)  # unfetched URLs below a suspected spider trap
     progress.step("select due pages")
     con.create_table(
         "selected",

@@ -135,7 +135,7 @@ def _select_new(
                {sql_literal(utc_naive(None))} AS next_fetch, 0 AS retries,
                {sql_literal(float(cfg.db.fetch_interval))} AS fetch_interval,
                {sql_literal(float(cfg.db.score_injected))} AS score, NULL AS digest, NULL AS num_outlinks,
-               NULL AS modified_time, NULL AS etag, NULL AS http_status
+               NULL AS modified_time, NULL AS etag, NULL AS http_status, NULL AS simhash
         FROM seed_arrow s
         WHERE NOT EXISTS (SELECT 1 FROM {con.source(_parts(current, "pages"), PAGES)} p WHERE p.url = s.url)""",
     )

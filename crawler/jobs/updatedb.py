@@ -33,6 +33,7 @@ from typing import Any
 
 from crawler.config import CrawlerConfig
 from crawler.errors import SegmentError, StorageError
+from crawler.jobs import traps
 from crawler.jobs.engine import (
     DuckEngine,
     first_line,
@@ -85,6 +86,7 @@ class UpdateReport:
     fetched: int
     new_urls: int
     by_status: dict[str, int] = field(default_factory=dict)
+    unfollowed: tuple[int, int] = (0, 0)  # pages whose content repeats a page of their host, and their outlinks (traps.py)
 
 
 def segment_source(con: DuckEngine, segments: list[Segment], output: str, schema: Any) -> str:
@@ -149,6 +151,8 @@ def updatedb(
             check_sql_patterns(cfg.urls, con)
             with JobProgress("updatedb", 7, log) as progress, store.new_version(meta) as temp:
                 report = _merge(con, cfg, current, chosen, temp, utc_naive(now), progress)
+                traps.record(meta, traps.detect(con, cfg, traps.pages_of(con, temp), meta.get("traps") or []), log,
+                             str(chosen[-1].name))
         except con.errors as exc:
             raise StorageError(f"updatedb: {first_line(exc)}") from exc
         finally:
@@ -161,6 +165,8 @@ def updatedb(
         fetched=report.fetched,
         new_urls=report.new_urls,
         by_status=report.by_status,
+        unfollowed_pages=report.unfollowed[0],
+        unfollowed_outlinks=report.unfollowed[1],
     )
     return report
 
@@ -206,9 +212,11 @@ def _merge(
             FROM fetched f JOIN {parse_data_source(con, segments)} d
               ON d.segment = f.segment AND d.url = f.url) kept) with_targets""")
     progress.step("select outlinks")
+    traps.unfollow_duplicates(con, cfg, old_pages)
     con.create_table("new_links", """
         SELECT url AS from_url, o.url AS to_url, o.anchor AS anchor, fanout
-        FROM (SELECT url, array_length(kept) AS fanout, unnest(kept) AS o FROM parsed WHERE kept IS NOT NULL) exploded""")
+        FROM (SELECT url, array_length(kept) AS fanout, unnest(kept) AS o FROM parsed WHERE kept IS NOT NULL
+              AND url NOT IN (SELECT url FROM unfollowed)) exploded""")
     # Every URL this update touches (link and redirect targets, fetched URLs) with the OPIC cash
     # handed to it, and whether anyone linked to it (a new page starts from 0 then, not the injected score).
     progress.step("distribute scores")
@@ -267,12 +275,15 @@ def _merge(
                {decided("digest")},
                coalesce(d.num_outlinks, p.num_outlinks) AS num_outlinks,
                {decided("modified_time")}, {decided("etag")},
-               {fetched_value("http_status", "f.http_status")}
+               {fetched_value("http_status", "f.http_status")},
+               CASE WHEN f.status = '{FetchStatus.SUCCESS}' THEN g.simhash ELSE p.simhash END AS simhash
         FROM (SELECT {known}, t.cash
               FROM {old_pages} o FULL OUTER JOIN touched t ON t.url = o.url) p
         LEFT JOIN fetched f ON f.url = p.url
-        LEFT JOIN parsed d ON d.url = p.url"""
+        LEFT JOIN parsed d ON d.url = p.url
+        LEFT JOIN signatures g ON g.segment = f.segment AND g.url = f.url"""
     progress.step("write pages")
+    traps.register_signatures(con, segments)
     (out / "pages").mkdir()
     pages_part = out / "pages" / part_name(0)
     # Not sorted by URL: at 10M pages the sort was a third of this step and most of its memory,
@@ -302,6 +313,7 @@ def _merge(
         fetched=con.rows("SELECT count(*) FROM fetched")[0][0],
         new_urls=written_pages - int(con.rows(f"SELECT count(*) FROM {old_pages} o")[0][0]),
         by_status=by_status,
+        unfollowed=traps.unfollowed_counts(con),
     )
 
 

@@ -4,7 +4,9 @@ A URL is kept when its scheme is in ``urls.schemes``, it is at most
 ``urls.max_length`` characters long, no path segment occurs in it more than
 ``urls.max_segment_repeats`` times (the spider-trap rule of Nutch's default
 regex-urlfilter, which needs a back-reference no SQL engine's RE2 has, so it is
-a setting of its own), and the ``urls.filters`` rules accept it.
+a setting of its own), its path has at most ``urls.max_path_depth`` segments
+(Heritrix's TooManyPathSegmentsDecideRule: endless relative links such as
+``next/next/next/`` end there), and the ``urls.filters`` rules accept it.
 The rules are ordered ``+regex`` (accept) / ``-regex`` (reject) lines; each
 regex is searched anywhere in the URL and the first rule that matches decides.
 As in Nutch's regex-urlfilter, a URL that no rule matches is rejected (end the
@@ -39,6 +41,12 @@ def segment_repeats(url: str) -> int:
     return max((segments.count(s) for s in set(segments)), default=0)
 
 
+def path_depth(url: str) -> int:
+    """Non-empty path segments ('/a/b/c.html' -> 3, '/a//b/' -> 2, '/' -> 0); the query does not count."""
+    m = _PATH.match(url)
+    return sum(1 for s in (m.group(1) if m else "").split("/") if s)
+
+
 class UrlFilters:
     """The configured filter chain; ``check`` answers None for a kept URL, else the reason."""
 
@@ -46,6 +54,7 @@ class UrlFilters:
         self.schemes = frozenset(s.lower() for s in cfg.schemes)
         self.max_length = cfg.max_length
         self.max_repeats = cfg.max_segment_repeats
+        self.max_depth = cfg.max_path_depth
         self.rules = [(rule[0] == "+", re.compile(rule[1:]), rule) for rule in cfg.filters]
         # Nutch's db.ignore.external.links also drops redirects that leave the source's host.
         self.ignore_external = ignore_external
@@ -60,6 +69,8 @@ class UrlFilters:
             return f"longer than urls.max_length ({self.max_length})"
         if self.max_repeats and segment_repeats(url) > self.max_repeats:
             return f"a path segment repeats more than urls.max_segment_repeats ({self.max_repeats}) times"
+        if self.max_depth and path_depth(url) > self.max_depth:
+            return f"more path segments than urls.max_path_depth ({self.max_depth})"
         if self.ignore_external and source is not None and host_of(url) != host_of(source):
             return "external link (db.ignore_external_links)"
         if not self.rules:
@@ -93,6 +104,8 @@ def filter_sql(cfg: UrlsConfig, column: str) -> str:
         # slashes beyond "://", so a URL with at most limit + 2 slashes passes without it.
         few_slashes = f"{column} NOT LIKE '%{'/%' * (limit + 3)}'"
         parts.append(f"(CASE WHEN {few_slashes} THEN true ELSE ({path} = '' OR {repeats} <= {limit}) END)")
+    if cfg.max_path_depth:
+        parts.append(_depth_sql(column, int(cfg.max_path_depth)))
     if cfg.filters:
         whens = " ".join(
             f"WHEN regexp_matches({column}, {_literal(rule[1:])}) THEN {'true' if rule[0] == '+' else 'false'}"
@@ -100,6 +113,15 @@ def filter_sql(cfg: UrlsConfig, column: str) -> str:
         )
         parts.append(f"(CASE {whens} ELSE false END)")
     return "(" + " AND ".join(parts) + ")"
+
+
+def _depth_sql(column: str, limit: int) -> str:
+    # A path of k segments has at least k slashes, so a URL with at most limit + 2 slashes in all
+    # ("://" has two) passes without splitting its path: nearly every URL, at the cost of one LIKE.
+    path = f"regexp_extract({column}, {_literal(_PATH_SQL)}, 1)"
+    segments = f"coalesce(array_length(list_filter(string_split({path}, '/'), lambda s: s <> '')), 0)"
+    few_slashes = f"{column} NOT LIKE '%{'/%' * (limit + 3)}'"
+    return f"(CASE WHEN {few_slashes} THEN true ELSE {segments} <= {limit} END)"
 
 
 def check_sql_patterns(cfg: UrlsConfig, con: Any) -> None:

@@ -1,0 +1,246 @@
+"""Spider traps beyond regex: content that repeats at many paths of one host (``traps.*`` in config.yaml).
+
+A spider trap serves one page (or nearly one) at endless paths, each linking to
+more of them (``/t/`` links ``next/``, ``a/``, ``b/``: ``/t/a/next/b/``...), so
+the number of URLs triples each round while no new content is found. URL rules
+(``urls.max_segment_repeats``, ``urls.max_path_depth``) stop it only thousands
+of URLs deep. Two defences here look at what the pages *are*, and are built so
+that no page with content of its own is lost:
+
+- **Duplicate pages are not followed** (updatedb, ``traps.skip_duplicate_outlinks``).
+  A page fetched now whose content digest equals that of another fetched URL of
+  the same host ranked before it (shorter URL, then first in sort order) *and*
+  lying under that URL's folder has its outlinks left out: no new webdb URLs,
+  no links rows, no score handed on. The page itself is recorded as usual. Its
+  links are the other page's links resolved from a deeper base: the same URLs,
+  or the trap's relative variants. The folder condition keeps mirrored trees
+  (``/v1/`` and ``/v2/`` with the same index but their own pages) followed.
+- **A per-host novelty budget** (updatedb decides, generate obeys). Among each
+  host's latest ``traps.window`` fetched pages, a page *repeats* when an earlier
+  ranked page of the host in a folder above its own has the same digest, or a
+  SimHash within ``traps.simhash_distance`` bits. When at least
+  ``traps.min_repeats`` pages below one folder repeat, and they are at least
+  ``traps.repeat_ratio`` of the window's pages below it, the folder is a
+  suspected trap: ``host.trap_suspected`` is logged, the (host, prefix) is kept
+  in the webdb's meta.json (``traps``; every later version carries it), and
+  generate selects no *unfetched* URL below the prefix again. Pages already
+  fetched there are still refetched when due. Siblings do not count (a docs
+  folder of short, similar pages is not a trap): a repeat must sit deeper than
+  the page it repeats, as every page of a trap does.
+
+SimHash (Charikar): 64 bits, each the majority vote of that bit over hashed
+features of the page's text. Features are the 16 bytes starting at each word
+of ``parse_text`` (word-anchored shingles of two or three words), mixed with
+MurmurHash3's finalizer; long texts keep a hash-chosen sample of about 512 of
+them, so near-duplicates keep the same sample and the cost stays flat (the
+first 64 KiB of text are read). It is computed at updatedb, not in the parse
+step, whose ~150 us per page is the fetcher's hot path: in numpy, about 30 to
+80 us per 30 KB page on one core here (DuckDB SQL over 3-word shingles took
+0.5 to 3 ms). The ``simhash`` column of the webdb (signed 64-bit) is there for
+``dedup`` and any near-duplicate query too: pages whose simhashes differ in
+at most 3 bits are near-duplicates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from crawler.config import CrawlerConfig
+from crawler.jobs.engine import sql_string
+from crawler.models import PAGES, DbStatus, FetchStatus
+from crawler.urls.filters import _PATH_SQL
+
+MAX_TEXT_BYTES = 64 * 1024
+_SAMPLE = 512  # features kept from a long text: enough votes per bit, a flat cost
+_FETCHED = (DbStatus.FETCHED, DbStatus.NOTMODIFIED, DbStatus.DUPLICATE)
+SIGNATURES = pa.schema([("segment", pa.string()), ("url", pa.string()), ("simhash", pa.int64())])
+
+
+def dir_sql(url: str) -> str:
+    """The folder of a URL: everything up to the last '/' before any query ('http://h/a/b.html?x' -> 'http://h/a/')."""
+    return f"regexp_extract({url}, '^[^?#]*/', 0)"
+
+
+def simhash(text: str | None) -> int | None:
+    """The 64-bit SimHash of ``text`` as a signed integer (Parquet int64), or None for an empty text."""
+    import numpy as np  # only updatedb needs it: the fetch and parse processes never import numpy for this
+
+    data = (text or "").encode("utf-8", "replace")[:MAX_TEXT_BYTES]
+    n = len(data)
+    if not n:
+        return None
+    buf = np.frombuffer(data + bytes(24), np.uint8)
+    starts = np.flatnonzero(buf[:n] == 32) + 1
+    starts = np.concatenate(([0], starts[starts < n]))
+    # Every 8-byte window of the text as one uint64 (stride 1 byte: no copy).
+    windows = np.ndarray((n + 16,), dtype="<u8", buffer=buf, strides=(1,))
+    with np.errstate(over="ignore"):
+        x = windows[starts] ^ (windows[starts + 8] * np.uint64(0x9E3779B97F4A7C15))
+        x = _fmix(np, x)
+        if len(x) > 2 * _SAMPLE:
+            # Sample by a hash of the feature (not by its own bits, which would then never vote).
+            rate = np.uint64(len(x) // _SAMPLE)
+            sample = x[(x * np.uint64(0xD6E8FEB86659FD93)) % rate == 0]
+            x = sample if len(sample) else x
+    # Each distinct feature votes once: a phrase a template repeats 60 times must not outvote the text.
+    x = np.unique(x)
+    votes = np.unpackbits(x.view(np.uint8)).reshape(-1, 64).sum(axis=0, dtype=np.int64)
+    return int.from_bytes(np.packbits(votes * 2 > len(x)).tobytes(), "big", signed=True)
+
+
+def _fmix(np: Any, x: Any) -> Any:
+    s = np.uint64(33)
+    x ^= x >> s
+    x *= np.uint64(0xFF51AFD7ED558CCD)
+    x ^= x >> s
+    x *= np.uint64(0xC4CEB9FE1A85EC53)
+    x ^= x >> s
+    return x
+
+
+def _batches(files: Iterable[Path], columns: list[str]) -> Iterable[pa.RecordBatch]:
+    for file in files:
+        yield from pq.ParquetFile(file).iter_batches(batch_size=1000, columns=columns)
+
+
+def register_signatures(con: Any, segments: list[Any]) -> None:
+    """Table ``signatures`` (segment, url, simhash) of every text in the segments' parse_text, read in batches."""
+    names, urls, hashes = [], [], []
+    for seg in segments:
+        for batch in _batches(seg.parts("parse_text"), ["url", "text"]):
+            for url, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+                names.append(seg.name)
+                urls.append(url)
+                hashes.append(simhash(text))
+    con.register("signatures", pa.table({"segment": names, "url": urls, "simhash": hashes}, schema=SIGNATURES))
+
+
+def unfollow_duplicates(con: Any, cfg: CrawlerConfig, old_pages: str) -> None:
+    """Table ``unfollowed`` (url): pages fetched now whose outlinks are not followed (see the module's docstring).
+
+    Reads table ``fetched`` (the update's latest fetch records) and ``old_pages`` (the live version's pages).
+    """
+    if not cfg.traps.skip_duplicate_outlinks:
+        con.create_table("unfollowed", "SELECT url FROM fetched WHERE false")
+        return
+    fetched_statuses = ", ".join(f"'{s}'" for s in _FETCHED)
+    con.create_table("unfollowed", f"""
+        WITH fresh AS (
+            SELECT url, host, digest FROM fetched WHERE status = '{FetchStatus.SUCCESS}' AND digest IS NOT NULL
+        ),
+        seen AS (
+            SELECT url, host, digest FROM fresh
+            UNION ALL
+            SELECT p.url, p.host, p.digest FROM {old_pages} p
+            WHERE p.status IN ({fetched_statuses}) AND p.digest IN (SELECT digest FROM fresh)
+              AND NOT EXISTS (SELECT 1 FROM fetched f WHERE f.url = p.url)
+        )
+        SELECT DISTINCT x.url FROM fresh x JOIN seen y ON y.host = x.host AND y.digest = x.digest
+        WHERE y.url <> x.url AND (length(y.url) < length(x.url) OR (length(y.url) = length(x.url) AND y.url < x.url))
+          AND starts_with(x.url, {dir_sql('y.url')})""")
+
+
+def unfollowed_counts(con: Any) -> tuple[int, int]:
+    """(pages, outlinks) left unfollowed: the pages of ``unfollowed`` and the outlinks ``parsed`` kept for them."""
+    pages, outlinks = con.rows("""SELECT count(*), coalesce(sum(coalesce(array_length(p.kept), 0)), 0)
+        FROM parsed p WHERE p.url IN (SELECT url FROM unfollowed)""")[0]
+    return int(pages), int(outlinks)
+
+
+def parent_sql(url: str) -> str:
+    """The folder a URL sits in, or the folder above for a folder URL ('/a/b/' and '/a/b.html' -> '/a/')."""
+    return f"regexp_extract(rtrim(regexp_extract({url}, '^[^?#]*', 0), '/'), '^[^?#]*/', 0)"
+
+
+def _ancestors_sql(url: str) -> str:
+    """The folder URLs above ``url``, the root first ('http://h/a/b/c.html' -> ['http://h/', 'http://h/a/', 'http://h/a/b/'])."""
+    origin = f"regexp_extract({url}, '^[^:/?#]+://[^/?#]*', 0)"
+    segs = f"string_split(trim(regexp_extract({url}, {sql_string(_PATH_SQL)}, 1), '/'), '/')"
+    return (f"list_transform(range(0, array_length({segs})), lambda k: {origin} || '/' ||"
+            f" CASE WHEN k = 0 THEN '' ELSE array_to_string({segs}[1:k], '/') || '/' END)")
+
+
+def detect(con: Any, cfg: CrawlerConfig, pages: str, known: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """New suspected traps among the hosts fetched in this update (table ``fetched``), read from ``pages`` (the
+    version just written): a list of {host, prefix, repeats, window}; ``known``: the traps meta.json has already.
+
+    A page *repeats* when the page of the folder it sits in (its parent: '/t/a/' for '/t/a/next/' and
+    '/t/a/x.html') has the same digest or a SimHash within ``traps.simhash_distance`` bits: a trap's
+    every page is its parent's page again. A folder qualifies when, among the host's latest
+    ``traps.window`` pages, at least ``traps.min_repeats`` below it repeat and they are at least
+    ``traps.repeat_ratio`` of the pages below it; of the qualifying folders, only the deepest (none
+    below it qualifies or is known) are traps, so a trap is cut as close to where it grows as possible.
+    """
+    t = cfg.traps
+    if not t.min_repeats:
+        return []
+    fetched_statuses = ", ".join(f"'{s}'" for s in _FETCHED)
+    rows = con.rows(f"""
+        WITH host_pages AS (
+            SELECT url, host, fetch_time, digest, simhash FROM {pages}
+            WHERE status IN ({fetched_statuses}) AND host IN (SELECT DISTINCT host FROM fetched)
+        ),
+        recent AS (
+            SELECT url, host, digest, simhash, {parent_sql('url')} AS parent, {_ancestors_sql('url')} AS above
+            FROM (SELECT *, row_number() OVER (PARTITION BY host ORDER BY fetch_time DESC, url) AS rn
+                  FROM host_pages) r
+            WHERE rn <= {int(t.window)}
+        ),
+        repeats AS (
+            SELECT DISTINCT x.url FROM recent x JOIN host_pages y ON y.url = x.parent AND y.host = x.host
+            WHERE y.url <> x.url AND (y.digest = x.digest
+                                      OR bit_count(xor(x.simhash, y.simhash)) <= {int(t.simhash_distance)})
+        ),
+        below AS (
+            SELECT host, url, unnest(above) AS prefix, url IN (SELECT url FROM repeats) AS repeat FROM recent
+        )
+        SELECT host, prefix, count(*) FILTER (WHERE repeat) AS repeats, count(*) AS below FROM below
+        WHERE prefix <> url GROUP BY host, prefix
+        HAVING count(*) FILTER (WHERE repeat) >= {int(t.min_repeats)}
+           AND count(*) FILTER (WHERE repeat) >= {float(t.repeat_ratio)!r} * count(*)
+        ORDER BY host, prefix""")
+    return deepest(rows, known)
+
+
+def deepest(rows: list[tuple[Any, ...]], known: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The qualifying (host, prefix, repeats, below) rows with no qualifying or known prefix at or below them."""
+    taken = {(k.get("host"), k.get("prefix")) for k in known}
+    prefixes = [(host, prefix) for host, prefix, *_ in rows] + list(taken)
+    found = []
+    for host, prefix, repeats, below in rows:
+        if any(h == host and str(p).startswith(prefix) and (p != prefix or (h, p) in taken) for h, p in prefixes):
+            continue
+        found.append({"host": host, "prefix": prefix, "repeats": int(repeats), "window": int(below)})
+    return found
+
+
+def record(meta: dict[str, Any], found: list[dict[str, Any]], log: Any, when: str) -> None:
+    """Add ``found`` to meta.json's ``traps`` (read by generate) and log each as ``host.trap_suspected``."""
+    known = [k for k in meta.get("traps") or [] if isinstance(k, dict)]
+    for trap in found:
+        log.warning("host.trap_suspected", host=trap["host"], prefix=trap["prefix"], repeats=trap["repeats"],
+                    window=trap["window"])
+        known.append({**trap, "since": when})
+    meta["traps"] = known
+
+
+def generate_exclusion(con: Any, meta: dict[str, Any], page: str = "p") -> str:
+    """SQL to AND into generate's due filter: no unfetched URL below a suspected trap's prefix ('' when none)."""
+    traps = [k for k in meta.get("traps") or [] if isinstance(k, dict) and k.get("host") and k.get("prefix")]
+    if not traps:
+        return ""
+    con.register("trap_prefixes", pa.table({"host": [str(k["host"]) for k in traps],
+                                            "prefix": [str(k["prefix"]) for k in traps]}))
+    return f"""AND NOT ({page}.status = '{DbStatus.UNFETCHED}' AND EXISTS (
+        SELECT 1 FROM trap_prefixes t WHERE t.host = {page}.host AND starts_with({page}.url, t.prefix)
+          AND {page}.url <> t.prefix))"""
+
+
+def pages_of(con: Any, version_dir: Path) -> str:
+    """The pages a version folder (complete or still under its temporary name) holds, as a relation."""
+    return con.source(sorted((version_dir / "pages").glob("*.parquet")), PAGES)
