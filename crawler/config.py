@@ -158,7 +158,7 @@ class TrapsConfig(Section):
     # Spider traps by content (crawler/jobs/traps.py): repeated pages are not followed, repeating folders not grown.
     skip_duplicate_outlinks: bool = True
     window: int = Field(200, ge=1)
-    min_repeats: int = Field(20, ge=0)
+    min_repeats: int = Field(10, ge=0)
     repeat_ratio: float = Field(0.8, ge=0.0, le=1.0)
     simhash_distance: int = Field(3, ge=0, le=15)
 

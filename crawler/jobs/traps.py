@@ -154,7 +154,8 @@ def unfollowed_counts(con: Any) -> tuple[int, int]:
 
 def parent_sql(url: str) -> str:
     """The folder a URL sits in, or the folder above for a folder URL ('/a/b/' and '/a/b.html' -> '/a/')."""
-    return f"regexp_extract(rtrim(regexp_extract({url}, '^[^?#]*', 0), '/'), '^[^?#]*/', 0)"
+    up = f"regexp_extract(rtrim(regexp_extract({url}, '^[^?#]*', 0), '/'), '^[^?#]*/', 0)"
+    return f"(CASE WHEN ends_with({up}, '://') THEN {url} ELSE {up} END)"  # the root has none: itself
 
 
 def _ancestors_sql(url: str) -> str:

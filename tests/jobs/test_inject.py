@@ -63,6 +63,7 @@ def test_known_urls_keep_their_state(cfg, tmp_path):
         "modified_time": None,
         "etag": None,
         "http_status": None,
+        "simhash": None,
     }
     assert pages["http://b.example/"]["status"] == "unfetched"
     assert read_links(cfg) == [("http://a.example/", "http://z.example/", "z")]

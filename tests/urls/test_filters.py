@@ -89,3 +89,40 @@ def test_rule_the_sql_engine_cannot_run_is_named():
     cfg = UrlsConfig(filters=["+ok", "-a(?=b)"])
     with pytest.raises(ConfigError, match=r"rule 2 \(-a\(\?=b\)\)"):
         check_sql_patterns(cfg, duckdb.connect())
+
+
+DEPTH_CFG = UrlsConfig(max_path_depth=4, max_segment_repeats=0)
+# url -> kept under urls.max_path_depth 4: non-empty path segments count, the query does not
+DEPTH_CASES = [
+    ("http://h.example", True),
+    ("http://h.example/", True),
+    ("http://h.example/a/b/c/d", True),
+    ("http://h.example/a/b/c/d/", True),
+    ("http://h.example/a/b/c/d.html?x=/1/2/3/4/5", True),
+    ("http://h.example/a//b//c//d", True),  # many slashes, four segments: the SQL's slow path
+    ("http://h.example/a/b/c/d/e", False),
+    ("http://h.example/a/b/c/d/e/", False),
+    ("https://u:p@h.example:8080/next/next/next/next/next/", False),
+]
+
+
+@pytest.mark.parametrize(("url", "kept"), DEPTH_CASES)
+def test_max_path_depth(url, kept):
+    """urls.max_path_depth rejects a URL with more path segments, in check and in SQL alike."""
+    got = UrlFilters(DEPTH_CFG).check(url)
+    assert (got is None) == kept
+    if not kept:
+        assert "urls.max_path_depth (4)" in got
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT ?::VARCHAR AS url", [url])
+    assert con.execute(f"SELECT {filter_sql(DEPTH_CFG, 'url')} FROM t").fetchone() == (kept,)
+
+
+def test_max_path_depth_zero_is_no_limit():
+    """0 keeps a URL of any depth."""
+    deep = "http://h.example/" + "d/" * 50
+    cfg = UrlsConfig(max_path_depth=0, max_segment_repeats=0)
+    assert UrlFilters(cfg).check(deep) is None
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT ?::VARCHAR AS url", [deep])
+    assert con.execute(f"SELECT {filter_sql(cfg, 'url')} FROM t").fetchone() == (True,)

@@ -1,0 +1,179 @@
+"""Spider-trap defences (crawler/jobs/traps.py): SimHash, the duplicate rule at updatedb, the novelty budget."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+import random
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from crawler.jobs import traps
+from crawler.jobs.generate import generate
+from crawler.jobs.updatedb import updatedb
+from crawler.webdb.store import VersionedStore
+from tests.jobs.conftest import NOW, T0, fetch, make_cfg, page, parse, read_pages, write_db
+
+LOG = __import__("structlog").get_logger()
+SEG = "20260101T010000000Z"
+LATER = datetime(2027, 1, 1)
+H = "http://h.example"
+
+
+def _words(seed: int, n: int) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 8))) for _ in range(n)]
+
+
+def _bits(a: int, b: int) -> int:
+    return bin((a ^ b) & (2**64 - 1)).count("1")
+
+
+LONG = " ".join(_words(1, 3000))
+
+
+@pytest.mark.parametrize(("a", "b", "low", "high"), [
+    (LONG, LONG, 0, 0),
+    (LONG, LONG.replace(LONG[5000:5040], "something else entirely", 1), 0, 3),  # one phrase changed
+    (LONG, LONG + " and a footer", 0, 3),
+    (LONG, " ".join(_words(2, 3000)), 12, 64),  # unrelated texts
+    ("a short page about cats", "a short page about dogs", 1, 64),
+])
+def test_simhash_distance(a, b, low, high):
+    """Near-duplicate texts differ in few bits, unrelated ones in many."""
+    assert low <= _bits(traps.simhash(a), traps.simhash(b)) <= high
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("", None),
+    (None, None),
+    ("the quick brown fox jumps over the lazy dog", -2459666238796941380),
+])
+def test_simhash_is_stable(text, value):
+    """The same text gives the same signature in every process and release: the webdb stores it."""
+    assert traps.simhash(text) == value
+
+
+@pytest.mark.parametrize(("url", "folder", "parent", "ancestors"), [
+    ("http://h/", "http://h/", "http://h/", ["http://h/"]),
+    ("http://h/a.html", "http://h/", "http://h/", ["http://h/"]),
+    ("http://h/t/a/next/", "http://h/t/a/next/", "http://h/t/a/", ["http://h/", "http://h/t/", "http://h/t/a/"]),
+    ("http://h:8/d/x.html?q=/1/2", "http://h:8/d/", "http://h:8/d/", ["http://h:8/", "http://h:8/d/"]),
+    ("http://h/cal?year=2001", "http://h/", "http://h/", ["http://h/"]),
+])
+def test_folder_expressions(url, folder, parent, ancestors):
+    """A URL's folder, parent folder and the folders above it, as the SQL computes them."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT ?::VARCHAR AS url", [url])
+    row = con.execute(f"SELECT {traps.dir_sql('url')}, {traps.parent_sql('url')}, {traps._ancestors_sql('url')} FROM t")
+    assert row.fetchone() == (folder, parent, ancestors)
+
+
+# (pages the webdb has fetched: url -> digest, pages fetched now: url -> digest, pages whose outlinks are not followed)
+UNFOLLOW = [
+    # a trap: every path serves /t/'s page
+    ({f"{H}/t/": "d1"}, {f"{H}/t/a/": "d1", f"{H}/t/next/": "d1"}, {f"{H}/t/a/", f"{H}/t/next/"}),
+    # found together in one segment: the shortest URL is followed, the others not
+    ({}, {f"{H}/t/": "d1", f"{H}/t/a/": "d1", f"{H}/t/a/b/": "d1"}, {f"{H}/t/a/", f"{H}/t/a/b/"}),
+    # mirrored trees: the same index in two folders, each followed (its links reach its own tree)
+    ({f"{H}/v1/index.html": "d1"}, {f"{H}/v2/index.html": "d1"}, set()),
+    # siblings in one folder: same links either way, the later one is not followed
+    ({f"{H}/p/a.html": "d1"}, {f"{H}/p/b.html": "d1"}, {f"{H}/p/b.html"}),
+    # a // variant of a page (/p//0.html lies in /p/'s folder)
+    ({f"{H}/p/0.html": "d1"}, {f"{H}/p//0.html": "d1"}, {f"{H}/p//0.html"}),
+    # refetching the page that was followed: still followed
+    ({f"{H}/t/": "d1", f"{H}/t/a/": "d1"}, {f"{H}/t/": "d1"}, set()),
+    # another host with the same content, or different content: followed
+    ({"http://other.example/": "d1"}, {f"{H}/t/": "d1"}, set()),
+    ({f"{H}/t/": "d1"}, {f"{H}/t/a/": "d2"}, set()),
+]
+
+
+@pytest.mark.parametrize(("known", "now", "unfollowed"), UNFOLLOW)
+def test_duplicate_pages_are_not_followed(cfg, make_segment, known, now, unfollowed):
+    """A page repeating a shorter URL of its host, in its folder or below, adds no new URL; it is still recorded."""
+    write_db(cfg, [page(u, status="fetched", digest=d, fetch_time=T0) for u, d in known.items()])
+    seg = make_segment(SEG, [fetch(u, digest=d) for u, d in now.items()],
+                       [parse(u, [(f"{u}new-{i}/", "x") for i in range(3)]) for u in now])
+    report = updatedb(cfg, [seg], LOG, now=NOW)
+    pages = read_pages(cfg)
+    assert all(pages[u]["status"] == "fetched" for u in now)
+    new = {u for u, p in pages.items() if p["status"] == "unfetched"}
+    followed = {u for u in now if f"{u}new-0/" in new}
+    assert set(now) - followed == unfollowed
+    assert report.unfollowed == (len(unfollowed), 3 * len(unfollowed))
+
+
+def test_duplicate_pages_are_followed_when_switched_off(tmp_path, make_segment):
+    """traps.skip_duplicate_outlinks: false follows every page."""
+    cfg = make_cfg(tmp_path, traps={"skip_duplicate_outlinks": False})
+    write_db(cfg, [page(f"{H}/t/", status="fetched", digest="d1", fetch_time=T0)])
+    seg = make_segment(SEG, [fetch(f"{H}/t/a/", digest="d1")], [parse(f"{H}/t/a/", [(f"{H}/t/a/b/", "b")])])
+    assert updatedb(cfg, [seg], LOG, now=NOW).unfollowed == (0, 0)
+    assert read_pages(cfg)[f"{H}/t/a/b/"]["status"] == "unfetched"
+
+
+@pytest.mark.parametrize(("rows", "known", "found"), [
+    # the deepest qualifying folder wins over the folders above it
+    ([("h", "http://h/", 30, 32), ("h", "http://h/t/", 25, 25)], [], ["http://h/t/"]),
+    # two qualifying siblings: both
+    ([("h", "http://h/a/", 12, 12), ("h", "http://h/b/", 10, 11)], [], ["http://h/a/", "http://h/b/"]),
+    # known already, or a known trap below it: nothing new
+    ([("h", "http://h/t/", 25, 25)], [{"host": "h", "prefix": "http://h/t/"}], []),
+    ([("h", "http://h/", 40, 40)], [{"host": "h", "prefix": "http://h/t/"}], []),
+    # the same prefix text on another host does not count
+    ([("h", "http://h/", 40, 40)], [{"host": "g", "prefix": "http://h/t/"}], ["http://h/"]),
+])
+def test_deepest_prefixes(rows, known, found):
+    """Of the qualifying folders, only those with no qualifying or known folder below them become traps."""
+    assert [t["prefix"] for t in traps.deepest(rows, known)] == found
+
+
+def _trap_web(cfg, make_segment, texts: dict[str, str]) -> None:
+    """One segment fetching every page of ``texts`` (url -> text), each linking three children below it."""
+    seg = make_segment(SEG, [fetch(u, digest=f"{i:032x}") for i, u in enumerate(texts)],
+                       [parse(u, [(f"{u}{c}/", c) for c in ("a", "b", "next")]) for u in texts],
+                       [{"url": u, "text": t} for u, t in texts.items()])
+    updatedb(cfg, [seg], LOG, now=NOW)
+
+
+def _tree(root: str, depth: int) -> list[str]:
+    level, out = [root], [root]
+    for _ in range(depth):
+        level = [f"{u}{c}/" for u in level for c in ("a", "b", "next")]
+        out += level
+    return out
+
+
+BOILERPLATE = " ".join(_words(3, 400))
+
+
+@pytest.mark.parametrize(("texts", "trap"), [
+    # each page shows its own path (no two digests equal) in the same long template: a trap below /cal/
+    ({u: f"{BOILERPLATE} you are at {u}" for u in _tree(f"{H}/cal/", 2)}, f"{H}/cal/"),
+    # a real tree: every page its own text
+    ({u: " ".join(_words(i + 10, 400)) for i, u in enumerate(_tree(f"{H}/docs/", 2))}, None),
+    # too few repeats (traps.min_repeats 10): 3 below /cal/
+    ({u: f"{BOILERPLATE} you are at {u}" for u in _tree(f"{H}/cal/", 1)}, None),
+])
+def test_novelty_budget(cfg, make_segment, texts, trap):
+    """A folder whose pages repeat their parent's text becomes a suspected trap: generate queues nothing new below it."""
+    write_db(cfg, [page(f"{H}/", status="fetched", digest="f" * 32, fetch_time=T0, next_fetch=LATER), page(f"{H}/other/x.html")])
+    _trap_web(cfg, make_segment, texts)
+    version = VersionedStore(cfg.crawl_path / "webdb").require_current()
+    suspected = [t["prefix"] for t in json.loads((version.path / "meta.json").read_text()).get("traps", [])]
+    assert suspected == ([trap] if trap else [])
+    pages = read_pages(cfg)
+    assert all(pages[u]["simhash"] is not None for u in texts)
+    report = generate(cfg, LOG, now=NOW)
+    selected = set()
+    if report.segment is not None:
+        selected = {r["url"] for p in report.segment.parts("fetchlist") for r in pq.read_table(p).to_pylist()}
+    unfetched = {u for u, p in pages.items() if p["status"] == "unfetched"}
+    assert f"{H}/other/x.html" in selected
+    if trap:
+        assert selected == {u for u in unfetched if not u.startswith(trap)}
+    else:
+        assert selected == unfetched
