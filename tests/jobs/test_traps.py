@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
 import random
+from datetime import datetime
 
 import duckdb
 import pyarrow.parquet as pq
 import pytest
+import structlog
 
 from crawler.jobs import traps
 from crawler.jobs.generate import generate
@@ -16,7 +17,7 @@ from crawler.jobs.updatedb import updatedb
 from crawler.webdb.store import VersionedStore
 from tests.jobs.conftest import NOW, T0, fetch, make_cfg, page, parse, read_pages, write_db
 
-LOG = __import__("structlog").get_logger()
+LOG = structlog.get_logger()
 SEG = "20260101T010000000Z"
 LATER = datetime(2027, 1, 1)
 H = "http://h.example"
