@@ -5,11 +5,12 @@ folders, among them two byte-identical indexes of mirrored trees (``/v1/``,
 ``/v2/``) whose relative links reach different pages, and a page 20 path
 segments deep; an exact trap (``/trap/``: every path serves one page linking ``next/``,
 ``a/`` and ``b/``) and a near-duplicate trap (``/cal/``: the same, but each page
-shows its own path, so no two digests are equal).
+shows its own path in a long calendar template, so no two digests are equal).
 """
 
 from __future__ import annotations
 
+import random
 import re
 
 from aiohttp import web
@@ -18,7 +19,15 @@ from tests.conftest import run_crawler, serve_app
 
 ROUNDS = 10
 DEEP = 18  # folders between /deep/ and its leaf page: 20 path segments in all
-TEMPLATE = " ".join(f"Site navigation item {i} and a sentence of boilerplate text." for i in range(60))
+
+
+def own_text(seed: str, words: int = 300) -> str:
+    """Words of a page's own (seeded, the same on every request)."""
+    rng = random.Random(seed)
+    return " ".join("".join(rng.choice("abcdefghijklmnop") for _ in range(rng.randint(2, 9))) for _ in range(words))
+
+
+TEMPLATE = own_text("calendar", 2500)  # a calendar's page, about 15 kB of text as real pages have
 
 
 def _page(title: str, links: list[str], text: str = "") -> web.Response:
@@ -63,7 +72,7 @@ def trap_app(hits: list[str]) -> web.Application:
         if path in pages:
             # Identical bodies for the mirrored indexes: the title and text do not name the tree.
             title = "index" if path.endswith("/index.html") else path
-            return _page(title, pages[path], f"{TEMPLATE} {title}")
+            return _page(title, pages[path], own_text(title))
         return web.Response(status=404)
 
     app = web.Application()
