@@ -211,6 +211,7 @@ def detect(con: Any, cfg: CrawlerConfig, pages: str, known: list[dict[str, Any]]
     if not t.min_repeats:
         return []
     fetched_statuses = ", ".join(f"'{s}'" for s in _FETCHED)
+    # Only the hosts with enough repeats at all (suspects) take the window's sort: a handful, not the webdb.
     near = f"(y.digest = x.digest OR bit_count(xor(x.simhash, y.simhash)) <= {int(t.simhash_distance)})"
     rows = con.rows(f"""
         WITH host_pages AS (
@@ -218,17 +219,20 @@ def detect(con: Any, cfg: CrawlerConfig, pages: str, known: list[dict[str, Any]]
             WHERE status IN ({fetched_statuses}) AND host IN (SELECT DISTINCT host FROM fetched)
         ),
         repeats AS (
-            SELECT DISTINCT x.url, x.parent FROM host_pages x JOIN host_pages y ON y.url = x.parent AND y.host = x.host
+            SELECT DISTINCT x.url, x.host, x.parent FROM host_pages x JOIN host_pages y ON y.url = x.parent AND y.host = x.host
             WHERE y.url <> x.url AND {near}
         ),
         entries AS (
             SELECT DISTINCT r.parent AS url FROM repeats r
             WHERE NOT EXISTS (SELECT 1 FROM repeats q WHERE q.url = r.parent)
         ),
+        suspects AS (
+            SELECT host FROM repeats GROUP BY host HAVING count(*) >= {int(t.min_repeats)}
+        ),
         recent AS (
             SELECT url, host, {_ancestors_sql('url')} AS above
             FROM (SELECT *, row_number() OVER (PARTITION BY host ORDER BY fetch_time DESC, url) AS rn
-                  FROM host_pages) r
+                  FROM host_pages WHERE host IN (SELECT host FROM suspects)) r
             WHERE rn <= {int(t.window)}
         ),
         below AS (
