@@ -53,6 +53,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from crawler.config import CrawlerConfig
+from crawler.errors import SegmentError
 from crawler.jobs.engine import sql_string
 from crawler.models import PAGES, DbStatus, FetchStatus
 from crawler.urls.filters import _PATH_SQL
@@ -133,7 +134,10 @@ def _fmix(np: Any, x: Any) -> Any:
 
 def _batches(files: Iterable[Path], columns: list[str]) -> Iterable[pa.RecordBatch]:
     for file in files:
-        yield from pq.ParquetFile(file).iter_batches(batch_size=1000, columns=columns)
+        try:
+            yield from pq.ParquetFile(file).iter_batches(batch_size=1000, columns=columns)
+        except (OSError, pa.ArrowException) as exc:
+            raise SegmentError(f"{file}: unreadable parse_text part ({str(exc).splitlines()[0]})") from exc
 
 
 def register_signatures(con: Any, segments: list[Any]) -> None:

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 import structlog
 
+from crawler.errors import SegmentError
 from crawler.jobs import traps
 from crawler.jobs.generate import generate
 from crawler.jobs.updatedb import updatedb
@@ -188,3 +189,14 @@ def test_novelty_budget(cfg, make_segment, texts, trap):
         assert selected == {u for u in unfetched if not u.startswith(trap)}
     else:
         assert selected == unfetched
+
+
+def test_a_corrupt_parse_text_part_is_named(cfg, make_segment):
+    """updatedb stops with an error naming the unreadable parse_text part, and the webdb stays as it was."""
+    write_db(cfg, [page(f"{H}/")])
+    seg = make_segment(SEG, [fetch(f"{H}/")], [parse(f"{H}/")], [{"url": f"{H}/", "text": "some text"}])
+    part = seg.parts("parse_text")[0]
+    part.write_bytes(b"not parquet at all")
+    with pytest.raises(SegmentError, match="parse_text"):
+        updatedb(cfg, [seg], LOG, now=NOW)
+    assert VersionedStore(cfg.crawl_path / "webdb").require_current().number == 1
