@@ -164,9 +164,9 @@ def updatedb(
         segments=report.segments,
         fetched=report.fetched,
         new_urls=report.new_urls,
-        by_status=report.by_status,
         unfollowed_pages=report.unfollowed[0],
         unfollowed_outlinks=report.unfollowed[1],
+        by_status=report.by_status,
     )
     return report
 
@@ -312,8 +312,8 @@ def _merge(
         segments=[s.name for s in segments],
         fetched=con.rows("SELECT count(*) FROM fetched")[0][0],
         new_urls=written_pages - int(con.rows(f"SELECT count(*) FROM {old_pages} o")[0][0]),
-        by_status=by_status,
         unfollowed=traps.unfollowed_counts(con),
+        by_status=by_status,
     )
 
 
