@@ -170,7 +170,8 @@ CASES = [
          "foobot", ("http://foo.com/allowed-slash/index.htm", D), ("http://foo.com/allowed-slash/index.html", A),
          ("http://foo.com/anyother-url", D)),
     # GoogleOnly_LineTooLong: the URLs that only match a rule cut at Google's line cap are left out (RFC 9309 has
-    # no cap on a line); the ones that do not depend on the cap are kept.
+    # no cap on a line); the ones that do not depend on the cap are kept, and (derived) the long disallow rule
+    # still denies its own full path, which both readings agree on.
     case("GoogleOnly_LineTooLong[disallow]", f"user-agent: FooBot\ndisallow: {_LONG_A}/qux\n", "FooBot",
          (f"{FOO}/fux", A), (f"{FOO}{_LONG_A}/qux", D)),
     case("GoogleOnly_LineTooLong[allow]",
