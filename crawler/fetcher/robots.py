@@ -68,9 +68,10 @@ class RobotsRules:
 
 
 def parse_robots(body: bytes) -> RobotsRules:
-    text = body[:MAX_ROBOTS_BYTES].decode("utf-8", errors="replace")
+    from crawler.fetcher.robotstxt import parse_robotstxt  # Protego with its RFC 9309 departures set right
+
     try:
-        parser = Protego.parse(text)
+        parser = parse_robotstxt(body[:MAX_ROBOTS_BYTES])
         return RobotsRules(parser=parser, reason="parsed", sitemaps=list(parser.sitemaps))
     except Exception as exc:  # noqa: BLE001 - a robots file we cannot read must not stop the host
         return RobotsRules(reason=f"unparsable robots.txt, allowing all ({exc.__class__.__name__})")
