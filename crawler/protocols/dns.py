@@ -121,6 +121,18 @@ class PolicyResolver(AbstractResolver):
         await self.fallback.close()
 
 
+async def address_of(resolver: PolicyResolver, host: str) -> str:
+    """The first address ``host`` resolves to (pins, cache and cap alike); ``host`` itself if it resolves to none.
+
+    What ``queue_mode: ip`` queues by and ``count_mode: ip`` counts by, so fetch and generate group alike.
+    """
+    try:
+        results = await resolver.lookup(host)
+    except DnsError:
+        return host
+    return str(results[0]["host"]) if results else host
+
+
 def _pinned(host: str, address: str, port: int) -> list[ResolveResult]:
     try:
         ip = ipaddress.ip_address(address)
