@@ -97,18 +97,20 @@ class HttpProtocol:
     async def _route(self, target: Any, host: str) -> tuple[aiohttp.ClientSession, dict[str, Any]]:
         """The session (and proxy argument) for this request; refuses a proxied target the guard refuses."""
         proxy = self.routes.by_scheme.get(target.scheme)
-        if proxy is None and host not in self.resolver.exempt:
-            return self.session, {}
-        literal = _is_ip(host)
-        addresses: list[str] | None = None
-        if not literal and (not self.policy.allow_private or (proxy is not None and self.routes.networks)):
-            addresses = [r["host"] for r in await self.resolver.lookup(host, target.port or 0, socket.AF_UNSPEC)]
-        if proxy is not None and self.routes.bypasses(host, addresses):
+        exempt = host in self.resolver.exempt  # the proxy's own name: the resolver lets it through
+        if proxy is not None and self.routes.bypasses(host):
             proxy = None
-        if addresses is not None and not all(self.policy.allows(a) for a in addresses):
-            # Stricter than a direct connection (which uses the allowed addresses only): the proxy
-            # picks among the addresses itself.
-            raise BlockedAddress(f"{host} resolves to a private address (http.allow_private_networks is false)")
+        if proxy is None and not exempt:
+            return self.session, {}  # direct: the resolver applies the policy on the connection
+        guard = not self.policy.allow_private
+        if not _is_ip(host) and (guard or (proxy is not None and self.routes.networks)):
+            addresses = [r["host"] for r in await self.resolver.lookup(host, target.port or 0, socket.AF_UNSPEC)]
+            if proxy is not None and self.routes.bypasses(host, addresses):
+                proxy = None
+            if guard and (proxy is not None or exempt) and not all(self.policy.allows(a) for a in addresses):
+                # Stricter than a direct connection (which uses the allowed addresses only): the proxy
+                # picks among the addresses itself.
+                raise BlockedAddress(f"{host} resolves to a private address (http.allow_private_networks is false)")
         if proxy is None:
             return self.session, {}
         socks = self.socks.get(target.scheme)
@@ -130,8 +132,7 @@ class HttpProtocol:
                 if len(self._passed_hosts) >= _MAX_PASSED_HOSTS:
                     self._passed_hosts.clear()
                 self._passed_hosts.add(host)
-            session, via = await self._route(target, host) if self.routes.by_scheme or self.resolver.exempt \
-                else (self.session, {})
+            session, via = await self._route(target, host) if self.routes.by_scheme else (self.session, {})
             async with session.get(target, allow_redirects=False, headers=extra_headers or None,
                                    compress=None, **via) as resp:
                 transport = resp.connection.transport if resp.connection else None

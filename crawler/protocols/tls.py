@@ -13,12 +13,14 @@
 from __future__ import annotations
 
 import functools
+import os
 import ssl
 
 import aiohttp
 import structlog
 
 from crawler.config import TlsConfig
+from crawler.errors import ConfigError
 
 _warned = False
 
@@ -29,13 +31,20 @@ def client_context(cfg: TlsConfig) -> ssl.SSLContext:
         _warned = True
         structlog.get_logger("crawler.tls").warning(
             "http.tls.verify_off", detail="certificates and host names are not checked (http.tls.verify is false)")
-    return _context(cfg.verify, cfg.ca_file)
+    try:
+        stamp = os.stat(cfg.ca_file).st_mtime_ns if cfg.ca_file else 0
+    except OSError:
+        stamp = 0  # gone since the config was checked: load_verify_locations says so
+    try:
+        return _context(cfg.verify, cfg.ca_file, stamp)
+    except (ssl.SSLError, OSError) as exc:
+        raise ConfigError(f"config error: http.tls.ca_file = {cfg.ca_file!r}: cannot be loaded ({exc})") from exc
 
 
 @functools.lru_cache(maxsize=8)
-def _context(verify: bool, ca_file: str) -> ssl.SSLContext:
-    # Built once per process and setting: loading the system store is disk work, and every protocol
-    # instance (each fetch, the daemon's robots cache) would repeat it.
+def _context(verify: bool, ca_file: str, _stamp: int) -> ssl.SSLContext:
+    # Built once per process, setting and bundle version (a SIGHUP after the bundle changed loads it
+    # again): loading the system store is disk work every protocol instance would repeat.
     if verify:
         ctx = ssl.create_default_context()
         if ca_file:
@@ -50,12 +59,13 @@ def _context(verify: bool, ca_file: str) -> ssl.SSLContext:
 
 def describe(exc: BaseException) -> str:
     """OpenSSL's account of a TLS failure, from aiohttp's wrapper or the bare ssl exception."""
+    stage = "TLS error"
     if isinstance(exc, aiohttp.ClientConnectorCertificateError):
         exc = exc.certificate_error
     elif isinstance(exc, aiohttp.ClientConnectorError):
-        exc = exc.os_error
+        exc, stage = exc.os_error, "handshake failed"
     if isinstance(exc, ssl.SSLCertVerificationError):
         return f"certificate verify failed: {exc.verify_message or exc.reason or exc}"
     if isinstance(exc, ssl.SSLError):
-        return f"handshake failed: {exc.reason or exc.__class__.__name__}"
-    return f"handshake failed: {exc}"
+        return f"{stage}: {exc.reason or exc.__class__.__name__}"
+    return f"{stage}: {exc}"

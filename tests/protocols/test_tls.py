@@ -75,6 +75,11 @@ class TestVerification:
             response = await _fetch(f"https://site.test:{site.port}/", "http.tls.verify=false")
         assert response.status == 200 and b"Fernhill" in response.body
 
+    async def test_https_to_a_plain_http_server_is_a_handshake_failure(self):
+        async with SiteServer(DEMO_SITE) as site:
+            with pytest.raises(TlsError, match="^handshake failed: WRONG_VERSION_NUMBER"):
+                await _fetch(f"https://site.test:{site.port}/")
+
     async def test_plain_http_to_a_tls_port_is_not_a_tls_error(self, ca):
         """http:// to an HTTPS port is the server's protocol, not a certificate: no tls kind."""
         async with SiteServer(DEMO_SITE, ssl_context=ca.server("site.test")) as site:
