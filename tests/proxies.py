@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import ssl
 import struct
 from dataclasses import dataclass, field
 
@@ -48,11 +49,12 @@ class _Server:
     resolve: dict[str, str] = field(default_factory=dict)
     log: list[tuple[str, str]] = field(default_factory=list)  # (method or address type, target)
     port: int = 0
+    ssl_context: ssl.SSLContext | None = None  # an https:// proxy: TLS between the crawler and the proxy
     _server: asyncio.base_events.Server | None = None
     _tasks: set[asyncio.Task] = field(default_factory=set)
 
     async def __aenter__(self):
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.ssl_context)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -85,7 +87,7 @@ class HttpProxy(_Server):
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.ssl_context else 'http'}://127.0.0.1:{self.port}"
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")

@@ -62,6 +62,20 @@ class TestHttpProxy:
         assert proxy.log == [("CONNECT", f"site.test:{tls_site.port}")]
         assert ca.sni == ["site.test"]
 
+    @pytest.mark.parametrize("scheme", ["http", "https"])
+    async def test_https_proxy_speaks_tls_to_the_proxy_too(self, tmp_path, scheme):
+        """An https:// proxy: TLS to the proxy (checked against its name), then the request or tunnel."""
+        ca = make_ca(tmp_path)
+        async with SiteServer(DEMO_SITE, ssl_context=ca.server("site.test") if scheme == "https" else None) as site, \
+                HttpProxy(resolve=PROXY_PINS, ssl_context=ca.server("proxy.test")) as proxy:
+            response = await _fetch(f"{scheme}://site.test:{site.port}/", f"http.tls.ca_file={ca.ca_file}",
+                                    "http.resolve={site.test: 127.0.0.9, proxy.test: 127.0.0.1}",
+                                    f"http.proxy=https://proxy.test:{proxy.port}")
+        assert response.status == 200 and b"Fernhill" in response.body
+        assert proxy.log == [("CONNECT", f"site.test:{site.port}")] if scheme == "https" else \
+            [("GET", f"http://site.test:{site.port}/")]
+        assert ca.sni[0] == "proxy.test"
+
     @pytest.mark.parametrize(("bypass", "host"), [
         ("[direct.test]", "direct.test"),
         ("[direct.test]", "www.direct.test"),       # a name covers its subdomains
