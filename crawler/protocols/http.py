@@ -135,8 +135,13 @@ class HttpProtocol:
             session, via = await self._route(target, host) if self.routes.by_scheme else (self.session, {})
             async with session.get(target, allow_redirects=False, headers=extra_headers or None,
                                    compress=None, **via) as resp:
-                transport = resp.connection.transport if resp.connection else None
-                peer = transport.get_extra_info("peername") if transport else None
+                # aiohttp releases the connection as soon as the body is in (a small page: before we get
+                # here), so ask the protocol it was read through; WARC-IP-Address comes from this.
+                conn = resp.connection
+                transport = conn.transport if conn else getattr(getattr(resp, "_protocol", None), "transport", None)
+                # Through a proxy the peer is the proxy, not the site: no address is better than a wrong one.
+                peer = transport.get_extra_info("peername") if transport and not via and session is self.session \
+                    else None
                 limit = self.cfg.content_limit if limit is None else min(limit, self.cfg.content_limit)
                 decoder = Decoder(resp.headers.get("Content-Encoding"), limit)
                 pieces: list[bytes] = []  # joined once at the end: no copy per chunk, none for a single chunk

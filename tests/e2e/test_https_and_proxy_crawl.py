@@ -64,8 +64,10 @@ class TestHttpsCrawl:
         targets = set()
         for warc in warcs:
             with open(warc, "rb") as fh:
-                targets |= {r.rec_headers.get_header("WARC-Target-URI") for r in ArchiveIterator(fh)
-                            if r.rec_type == "response"}
+                for record in ArchiveIterator(fh):
+                    if record.rec_type == "response":
+                        targets.add(record.rec_headers.get_header("WARC-Target-URI"))
+                        assert record.rec_headers.get_header("WARC-IP-Address") == "127.0.0.1"
         assert len(targets) > 30 and all(t.startswith(f"https://site.test:{site.port}/") for t in targets)
         assert not [e for e in result.events() if e["event"] == "http.tls.verify_off"]
 

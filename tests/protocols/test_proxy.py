@@ -50,6 +50,7 @@ class TestHttpProxy:
         assert response.status == 200 and b"Fernhill" in response.body
         assert proxy.log == [("GET", f"http://site.test:{site.port}/")]
         assert site.paths() == ["/"]
+        assert response.peer_ip is None  # the peer was the proxy, not the site
 
     async def test_https_target_is_tunnelled_and_checked_by_name(self, tmp_path):
         """CONNECT names the host; TLS runs end to end, with SNI and the certificate check on that name."""

@@ -36,6 +36,7 @@ class TestVerification:
         async with SiteServer(DEMO_SITE, ssl_context=ca.server("site.test")) as site:
             response = await _fetch(f"https://site.test:{site.port}/", f"http.tls.ca_file={ca.ca_file}")
         assert response.status == 200 and b"Fernhill" in response.body
+        assert response.peer_ip == "127.0.0.1"  # the pinned address was reached (WARC-IP-Address)
         assert ca.sni == ["site.test"]
 
     @pytest.mark.parametrize(("case", "words"), [
