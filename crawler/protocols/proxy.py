@@ -136,7 +136,10 @@ class SocksConnector(aiohttp_socks.ProxyConnector):
         dest = host
         if not self.remote_dns:
             dest = (await self.policy_resolver.resolve(host, port, 0))[0]["host"]
-        proxy = Proxy(proxy_type=self._proxy_type, host=self._proxy_host, port=self._proxy_port,
+        proxy_host = self._proxy_host
+        if not _is_ip(proxy_host):  # through our pins and cache too (python-socks would ask the system)
+            proxy_host = (await self.policy_resolver.resolve(proxy_host, self._proxy_port, 0))[0]["host"]
+        proxy = Proxy(proxy_type=self._proxy_type, host=proxy_host, port=self._proxy_port,
                       username=self._proxy_username, password=self._proxy_password, rdns=self.remote_dns)
         stream = await proxy.connect(dest_host=dest, dest_port=port, timeout=timeout)
         if ssl is not None:

@@ -179,9 +179,11 @@ class TestSocks:
         assert proxy.log == [("ipv4", f"127.0.0.1:{site.port}")]
 
     async def test_socks5h_hands_the_name_to_the_proxy(self, site):
+        """socks5h: the proxy resolves the target; the proxy's own name goes through http.resolve."""
         async with Socks5Proxy(resolve=PROXY_PINS) as proxy:
             response = await _fetch(f"http://site.test:{site.port}/",
-                                    f"http.proxy=socks5h://127.0.0.1:{proxy.port}")
+                                    "http.resolve={site.test: 127.0.0.9, socks.test: 127.0.0.1}",
+                                    f"http.proxy=socks5h://socks.test:{proxy.port}")
         assert response.status == 200
         assert proxy.log == [("name", f"site.test:{site.port}")]
 
