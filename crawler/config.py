@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import ssl
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -66,6 +67,49 @@ def _check_network(value: str) -> str:
     return value
 
 
+def _check_ca_file(value: str) -> str:
+    # Loaded here, so a missing or non-PEM bundle stops the command with the key named, before any fetch.
+    if value:
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=value)
+        except FileNotFoundError:
+            raise ValueError("no such file") from None
+        except (ssl.SSLError, OSError) as exc:
+            raise ValueError(f"not a readable PEM bundle of CA certificates ({exc.__class__.__name__})") from None
+    return value
+
+
+class TlsConfig(Section):
+    verify: bool = True
+    ca_file: Annotated[str, AfterValidator(_check_ca_file)] = ""
+
+
+_PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
+
+
+def check_proxy_url(value: str) -> str:
+    if value:
+        scheme, sep, rest = value.partition("://")
+        if not sep or scheme.lower() not in _PROXY_SCHEMES or not rest.strip("/"):
+            raise ValueError("expected a proxy URL like http://host:3128, https://host:3129 or socks5://host:1080")
+    return value
+
+
+def check_bypass_entry(value: str) -> str:
+    entry = value.strip()
+    if not entry or any(c in entry for c in " /:") and not _is_network(entry):
+        raise ValueError("expected a host name (example.com also covers its subdomains), an address or a network")
+    return entry
+
+
+def _is_network(value: str) -> bool:
+    try:
+        ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        return False
+    return True
+
+
 class HttpConfig(Section):
     agent_name: str = Field("crawler", min_length=1)
     user_agent: str = ""
@@ -76,6 +120,10 @@ class HttpConfig(Section):
     private_allowlist: list[Annotated[str, AfterValidator(_check_network)]] = []
     resolve: dict[str, str] = {}
     dns: DnsConfig = DnsConfig()
+    tls: TlsConfig = TlsConfig()
+    proxy: Annotated[str, AfterValidator(check_proxy_url)] = ""
+    proxy_bypass: list[Annotated[str, AfterValidator(check_bypass_entry)]] = []
+    trust_env: bool = False
 
     @property
     def effective_user_agent(self) -> str:

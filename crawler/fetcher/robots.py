@@ -185,7 +185,7 @@ class RobotsCache:
                 # Not "unreachable": the URLs themselves are refused the same way, and fail for good.
                 return RobotsRules(reason=f"robots.txt not fetched: {exc}")
             except FetchError as exc:
-                return RobotsRules(unavailable=True, reason=f"robots.txt unreachable: {exc.kind}")
+                return RobotsRules(unavailable=True, reason=f"robots.txt unreachable: {exc.summary}")
             status = response.status
             if 200 <= status < 300:
                 return parse_robots(response.body)
