@@ -52,6 +52,7 @@ class RobotsRules:
     # counts it as a request start of the host's queue (DESIGN: never two starts closer than the delay).
     requested_at: float | None = None
     retry_after: float | None = None  # seconds a 429/503 on robots.txt asked the queue to wait
+    error_kind: str | None = None  # the FetchError kind when robots.txt could not be fetched at all
 
     def allowed(self, url: str, agent: str) -> bool:
         if self.unavailable:
@@ -185,7 +186,8 @@ class RobotsCache:
                 # Not "unreachable": the URLs themselves are refused the same way, and fail for good.
                 return RobotsRules(reason=f"robots.txt not fetched: {exc}")
             except FetchError as exc:
-                return RobotsRules(unavailable=True, reason=f"robots.txt unreachable: {exc.summary}")
+                return RobotsRules(unavailable=True, reason=f"robots.txt unreachable: {exc.summary}",
+                                   error_kind=exc.kind)
             status = response.status
             if 200 <= status < 300:
                 return parse_robots(response.body)

@@ -49,7 +49,7 @@ from crawler.segments.writer import PartitionWriter
 from crawler.urls.normalize import InvalidUrl
 
 # Failures that say "this host is in trouble" (they count towards max_exceptions_per_queue).
-_HOST_FAILURES = ("dns", "connect", "timeout")
+_HOST_FAILURES = ("dns", "connect", "timeout", "tls")
 _BACKOFF_STATUSES = (429, 503)
 
 
@@ -341,7 +341,14 @@ class Fetcher:
             self.queues.note_start(hq, rules.requested_at)  # robots.txt was a request start of this queue
         if rules.unavailable:
             # Disallow all until a later round; waiting out the delay for each entry would gain nothing.
-            self._drop(entry, rules.reason)
+            if rules.error_kind is not None:
+                # The origin's one failure (tls, connect, ...) counts once, with its kind, in the metrics.
+                self.counters.errors[rules.error_kind] = self.counters.errors.get(rules.error_kind, 0) + 1
+                self.report.dropped[rules.reason] = self.report.dropped.get(rules.reason, 0) + 1
+                self._record(entry, fetch_row(entry, FetchStatus.RETRY, reason=rules.reason),
+                             error_kind=rules.error_kind)
+            else:
+                self._drop(entry, rules.reason)
             self.queues.block_origin(hq, origin, rules.reason)
             if rules.retry_after is not None:
                 self._retry_after(hq, rules.retry_after)

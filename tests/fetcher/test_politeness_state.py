@@ -97,6 +97,24 @@ class TestOrigins:
         assert {rows[f"{dead}/x{i}"]["reason"] for i in range(2)} == {"robots.txt unreachable: connect"}
         assert live.paths()[0] == "/robots.txt"
 
+    async def test_an_unreachable_robots_txt_counts_once_with_its_kind(self, tmp_path):
+        """The origin's robots.txt failure reaches the observers (metrics) once, as its error kind."""
+        class Events:
+            def __init__(self):
+                self.kinds = []
+
+            def fetch_done(self, event):
+                self.kinds.append(event.error_kind)
+
+            def progress(self, event):
+                pass
+
+        dead = f"http://127.0.0.1:{dead_port()}"
+        events = Events()
+        seg = make_segment(tmp_path / "runs" / "a", [f"{dead}/x{i}" for i in range(3)])
+        await fetch_segment(make_cfg(tmp_path), seg, structlog.get_logger(), observer=events)
+        assert sorted(events.kinds, key=str) == [None, None, "connect"]
+
     async def test_domain_queue_keeps_each_hosts_robots_outcome(self, tmp_path, servers):
         """In domain mode, a 500 on a.example.test's robots.txt leaves b.example.test's pages fetched."""
         async def broken(request):
