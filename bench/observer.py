@@ -358,12 +358,26 @@ def combine(name: str, reports: Iterable[Report]) -> Report:
 
 
 def max_in_flight(requests: Iterable[Request]) -> int:
-    """The most requests open at one instant; one that ends exactly when another starts does not overlap it."""
-    events = sorted([(r.start, 1) for r in requests] + [(r.end, -1) for r in requests])
-    now = peak = 0
-    for _, step in events:  # (t, -1) sorts before (t, 1): ends first
-        now += step
-        peak = max(peak, now)
+    """The most requests open at one instant, counted by connection (HTTP/1.1 sends one request at a
+    time on a connection). At one timestamp, ends go before starts: a request that ends when another
+    starts does not overlap it. A request logged with no duration (nginx logs milliseconds) is open at
+    its instant: its end goes after every start of that timestamp."""
+    events = []
+    for i, r in enumerate(requests):
+        conn = r.conn or f"#{i}"
+        events.append((r.start, 1, conn))
+        events.append((r.end, 2 if r.end <= r.start else 0, conn))
+    events.sort(key=lambda e: (e[0], e[1]))
+    open_on: dict[str, int] = defaultdict(int)
+    peak = 0
+    for _, phase, conn in events:
+        if phase == 1:
+            open_on[conn] += 1
+            peak = max(peak, len(open_on))
+        else:
+            open_on[conn] -= 1
+            if not open_on[conn]:
+                del open_on[conn]
     return peak
 
 
