@@ -254,6 +254,9 @@ async def main_async(args: argparse.Namespace) -> int:
     for (a, p), site in sites.items():
         delay = 5.0 if "Crawl-delay: 5" in site.files["/robots.txt"] else 4.0
         origins[f"http://{a}:{p}"] = Origin(robots=site.files["/robots.txt"], delay=delay, in_flight=1)
+    # What each origin served, for re-judging the log by hand: python bench/observer.py LOG --format jsonl --spec ...
+    (WORK / "spec.json").write_text(json.dumps({o: {"robots": s.robots, "delay": s.delay, "in_flight": 1}
+                                                for o, s in origins.items()}))
     # robots.txt, the root and its pages: what a polite complete crawl asks of each host
     expected = args.hosts * (2 + args.pages)
     log_path = WORK / "requests.jsonl"

@@ -117,8 +117,18 @@ def test_origins_of_one_host_share_its_queue_and_keep_their_own_robots():
     assert list(queues) == ["127.0.0.2"] and queues["127.0.0.2"].requests == 4
 
 
-def test_max_in_flight_counts_an_end_at_a_start_as_no_overlap():
-    assert max_in_flight([req(0, 1), req(1, 2), req(1.5, 3)]) == 2
+def conn(start, end, c):
+    return Request(start, end, "http", "h", 80, "GET", "/", 200, conn=c)
+
+
+@pytest.mark.parametrize(("log", "peak"), [
+    ([req(0, 1), req(1, 2), req(1.5, 3)], 2),  # an end at a start is no overlap
+    ([req(1, 1)], 1),  # no duration at the log's resolution: still one in flight
+    ([conn(1, 1, "a"), conn(1, 1, "a"), conn(1, 1, "b")], 2),  # one connection holds one request at a time
+    ([conn(0, 2, "a"), conn(1, 1, "b"), conn(1, 3, "c")], 3),
+])
+def test_max_in_flight(log, peak):
+    assert max_in_flight(log) == peak
 
 
 def test_logs_read_back():
