@@ -47,7 +47,7 @@ if __name__ == "__main__":
             "CONCURRENT_REQUESTS": concurrency,
             "CONCURRENT_REQUESTS_PER_DOMAIN": per_domain,
             "DOWNLOAD_DELAY": delay,
-            "RANDOMIZE_DOWNLOAD_DELAY": False,  # the delay as a floor, as the crawler's min_delay
+            "DOWNLOAD_DELAY_JITTER": 0,  # the delay as a floor, as the crawler's min_delay
             "AUTOTHROTTLE_ENABLED": False,
             "COOKIES_ENABLED": False,
             "TELNETCONSOLE_ENABLED": False,
