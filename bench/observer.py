@@ -138,6 +138,8 @@ def _remove_dot_segments(path: str) -> str:
 def normalize_target(target: str) -> str:
     """A request-target (path?query, no fragment) in our canonical form."""
     target = target.split("#", 1)[0]
+    if target.lower().startswith(("http://", "https://")):  # absolute-form (RFC 9112 3.2.2): its path
+        target = "/" + target.split("://", 1)[1].partition("/")[2]
     path, sep, query = target.partition("?")
     if not path.startswith("/"):
         path = "/" + path
@@ -397,7 +399,8 @@ class _Verdicts:
         status = self.answers[i - 1].status
         if status == 429 or status >= 500:
             return f"robots.txt answered {status}"
-        if 200 <= status < 300 and self.rules is not None and not self.rules.allowed(agent, target):
+        # a 3xx was followed to the body the spec names; its rules decide as a 2xx's would
+        if status < 400 and self.rules is not None and not self.rules.allowed(agent, target):
             return "disallowed by robots.txt"
         return None
 

@@ -15,6 +15,7 @@ from observer import (  # noqa: E402
     Request,
     Robots,
     from_devserver,
+    main,
     max_in_flight,
     normalize_url,
     observe,
@@ -131,6 +132,10 @@ def test_max_in_flight(log, peak):
     assert max_in_flight(log) == peak
 
 
+def test_an_absolute_form_target_is_its_path():
+    assert req(0, 1, "http://127.0.0.2:8000/x/../y").url == "http://127.0.0.2:8000/y"
+
+
 def test_logs_read_back():
     line = ('1764633600.250 0.200 17 http 127.0.1.1 18080 "127.0.1.1:18080" "GET /p/%7e1.html HTTP/1.1" 429 "7"\n'
             '1764633600.300 0.000 18 http 127.0.1.1 18080 "" "\\x16\\x03" 400 "-"\n')
@@ -151,3 +156,16 @@ def test_devserver_records():
 
     (r,) = from_devserver([Rec()], "http://127.0.0.1:8000")
     assert (r.origin, r.path, r.start, r.end) == ("http://127.0.0.1:8000", "/a", 1.0, 2.0)
+
+
+def test_command_line_judges_a_log_and_exits_1_on_a_violation(tmp_path, capsys):
+    log = tmp_path / "requests.jsonl"
+    log.write_text("".join(request_to_json(r) + "\n" for r in [req(0, .1, "/robots.txt"), req(.2, .3, "/private/a")]))
+    spec = tmp_path / "spec.json"
+    spec.write_text('{"http://127.0.0.2:8000": {"robots": "User-agent: *\\nDisallow: /private/\\n"}}')
+    assert main([str(log), "--format", "jsonl", "--spec", str(spec)]) == 1
+    out = capsys.readouterr().out
+    assert "| 127.0.0.2 | 2 | 1 (1 / 0) |" in out and "disallowed by robots.txt" in out
+    spec.write_text('{"http://127.0.0.2:8000": {"robot": ""}}')
+    assert main([str(log), "--format", "jsonl", "--spec", str(spec)]) == 2
+    assert "origin http://127.0.0.2:8000" in capsys.readouterr().err

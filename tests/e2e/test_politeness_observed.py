@@ -114,7 +114,7 @@ async def _crawl(tmp: Path) -> Observed:
     total, queues = observe(requests, origins, min_delay=0.0, in_flight=2, tolerance=TOLERANCE)
     ok_paths = {name: set() for name in HOSTS}
     requested = {name: [] for name in HOSTS}
-    by_origin = {o.split("://", 1)[1]: name for name, o in ((n, b) for n, b in base.items())}
+    by_origin = {url.split("://", 1)[1]: name for name, url in base.items()}
     for r in requests:
         name = by_origin.get(f"{r.host}:{r.port}")
         if name:
