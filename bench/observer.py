@@ -8,7 +8,7 @@ Output, per politeness queue and in total:
 - robots violations: pages its served robots.txt disallows (a 5xx or 429 robots.txt disallows all,
   another 4xx allows all), and pages requested before any robots.txt answer of their origin;
 - the largest number of requests in flight at once (start = end - request time, end = log time);
-- the smallest gap between two request starts, and how many gaps are below the queue's delay;
+- the tightest gap between two request starts against its delay, and how many gaps are below the delay;
 - requests that started before a Retry-After (429 or 503) had expired;
 - the same URL requested again after a final answer (not a 429 or 5xx), robots.txt aside;
 - requests into spider traps.
@@ -314,7 +314,7 @@ class Report:
     in_flight_limit: int = 0
     over_in_flight: int = 0  # queues (in a total: how many) that went above their limit
     delay: float = 0.0  # the largest delay that applied
-    min_gap: float | None = None  # smallest gap between consecutive request starts
+    min_gap: float | None = None  # the tightest gap between consecutive starts: least above (or most below) its delay
     min_gap_delay: float = 0.0  # the delay that applied to that gap
     gaps_below_delay: int = 0
     early_retry_after: int = 0
@@ -339,7 +339,7 @@ class Report:
 
 
 def combine(name: str, reports: Iterable[Report]) -> Report:
-    """The total over queues (or runs): counts summed, the worst in-flight and the smallest gap kept."""
+    """The total over queues (or runs): counts summed, the worst in-flight and the tightest gap kept."""
     total = Report(name, queues=0)
     for r in reports:
         total.queues += r.queues
@@ -349,7 +349,8 @@ def combine(name: str, reports: Iterable[Report]) -> Report:
         total.max_in_flight = max(total.max_in_flight, r.max_in_flight)
         total.in_flight_limit = max(total.in_flight_limit, r.in_flight_limit)
         total.delay = max(total.delay, r.delay)
-        if r.min_gap is not None and (total.min_gap is None or r.min_gap < total.min_gap):
+        if r.min_gap is not None and (total.min_gap is None
+                                      or r.min_gap - r.min_gap_delay < total.min_gap - total.min_gap_delay):
             total.min_gap, total.min_gap_delay = r.min_gap, r.min_gap_delay
         if r.first_start is not None:
             total.first_start = r.first_start if total.first_start is None else min(total.first_start, r.first_start)
@@ -492,7 +493,7 @@ def _observe_queue(queue: str, members: list[str], by_origin: dict[str, list[Req
     for a, b in zip(reqs, reqs[1:], strict=False):
         gap, delay = b.start - a.start, delay_at(b.start)
         report.delay = max(report.delay, delay)
-        if report.min_gap is None or gap < report.min_gap:
+        if report.min_gap is None or gap - delay < report.min_gap - report.min_gap_delay:
             report.min_gap, report.min_gap_delay = gap, delay
         if gap < delay - tolerance:
             report.gaps_below_delay += 1
@@ -525,7 +526,7 @@ def _observe_queue(queue: str, members: list[str], by_origin: dict[str, list[Req
 # ---- printing ----------------------------------------------------------------------------------
 
 HEADER = ("| {label} | requests | robots violations (disallowed / before robots.txt) | max in flight (limit) | "
-          "min start gap s (delay) | gaps below delay | before Retry-After | same URL twice | spider trap |")
+          "tightest start gap s (its delay) | gaps below delay | before Retry-After | same URL twice | spider trap |")
 
 
 def table_row(report: Report) -> str:

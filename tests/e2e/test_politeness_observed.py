@@ -42,7 +42,9 @@ def _page(title: str, *links: str) -> str:
 
 
 def _pages(n: int) -> dict[str, str]:
-    files = {"/": _page("root", *(f"/p/{i}.html" for i in range(n)))}
+    # /private/ is disallowed by every robots.txt here: the observer would see a request for it
+    files = {"/": _page("root", *(f"/p/{i}.html" for i in range(n)), "/private/secret.html"),
+             "/private/secret.html": _page("secret")}
     files.update({f"/p/{i}.html": _page(f"page {i}", f"/p/{(i + 1) % n}.html") for i in range(n)})
     return files
 
@@ -59,7 +61,8 @@ HOSTS = {  # name -> (address, site)
     # a links the rest; the dead origin next to it has as many seeds, so its failures meet the queue first
     "live": ("127.0.0.1", Site({"/robots.txt": NORMAL_ROBOTS, **{f"/{c}.html": _page(c, *LIVE) for c in "abcde"}})),
     "a.example.test": ("127.0.7.4", Site({"/robots.txt": NORMAL_ROBOTS, **_pages(3)}, status={"/robots.txt": 500})),
-    "b.example.test": ("127.0.7.5", Site({"/robots.txt": "User-agent: *\nCrawl-delay: 0.3\n", **_pages(4)})),
+    "b.example.test": ("127.0.7.5", Site({"/robots.txt": "User-agent: *\nCrawl-delay: 0.3\nDisallow: /private/\n",
+                                           **_pages(4)})),
 }
 
 
