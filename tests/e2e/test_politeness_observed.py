@@ -9,19 +9,24 @@ The web (one server process, each host on its own 127.x address):
 - a.example.test and b.example.test (http.resolve), one queue in queue_mode domain: a's robots.txt
   answers 500, b's is normal with Crawl-delay: 0.3.
 One crawl in host mode and one in domain mode run at once on disjoint hosts; the observer judges both.
+Last, a `crawler daemon` idle on an empty seeds folder is handed a seed file.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT, run_crawler
+from tests.procs import kill_child, signal_child
 
 sys.path.insert(0, str(ROOT / "bench"))
 from manyhosts import Site, Web  # noqa: E402
@@ -174,3 +179,59 @@ def test_every_live_page_is_fetched(observed, host, pages):
 def test_each_origin_asks_its_own_robots_txt(observed, host):
     """robots.txt is per origin: sharing a queue (or a host) with a failing origin does not skip it."""
     assert "/robots.txt" in observed.requested[host], observed.requested[host]
+
+
+async def _until(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        await asyncio.sleep(0.1)
+    return predicate()
+
+
+# The daemon promises to start on a new seed file within about a second. 20 s is generous for this
+# shared machine, yet well below daemon.idle_sleep (60 s): a daemon that sleeps through new seeds fails.
+SEED_TIMEOUT = 20.0
+
+
+async def test_idle_daemon_fetches_a_dropped_seed_file_politely(tmp_path):
+    """A seed file dropped into an idle daemon's seeds folder is fetched, as its server sees it, well before
+    daemon.idle_sleep, and the daemon's requests keep the politeness rules."""
+    site = Site({"/robots.txt": "User-agent: *\nCrawl-delay: 0.3\nDisallow: /private/\n", **_pages(3)},
+                latency=0.02)
+    seeds, log = tmp_path / "seeds", tmp_path / "daemon.log"
+    seeds.mkdir()
+    async with Web({("127.0.7.9", 0): site}) as web:
+        port = web.port_of("127.0.7.9")
+        with open(log, "wb") as err:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "crawler", "daemon", "-D", f"crawl_dir={tmp_path / 'crawl'}",
+                "-D", f"daemon.seeds={seeds}", "-D", "daemon.idle_sleep=60s", "-D", "metrics.listen=127.0.0.1:0",
+                "-D", "http.allow_private_networks=true", "-D", "fetcher.per_host_concurrency=2",
+                "-D", "fetcher.min_delay=0", "-D", "log.format=json",
+                env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL, stderr=err)
+        try:
+            assert await _until(lambda: b'"daemon.idle"' in log.read_bytes(), 60), log.read_text()[-2000:]
+            (seeds / ".one.tmp").write_text(f"http://127.0.7.9:{port}/\n")  # hidden: not a seed file yet
+            (seeds / ".one.tmp").rename(seeds / "one.txt")
+            dropped = time.monotonic()
+            asked = await _until(lambda: web.requests, SEED_TIMEOUT)
+            assert asked, f"no request within {SEED_TIMEOUT:g}s of the seed file\n{log.read_text()[-2000:]}"
+            assert web.requests[0].start - dropped < SEED_TIMEOUT
+            pages = {"/", *(f"/p/{i}.html" for i in range(3))}
+            await _until(lambda: pages <= {r.target for r in web.requests if r.status == 200}, 30)
+        finally:
+            signal_child(proc, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 30)
+            except TimeoutError:
+                kill_child(proc)
+                await proc.wait()
+        requests = list(web.requests)
+    assert pages <= {r.target for r in requests if r.status == 200}, [r.target for r in requests]
+    origins = {f"http://127.0.7.9:{port}": Origin(robots=site.files["/robots.txt"], in_flight=2)}
+    total, queues = observe(requests, origins, in_flight=2, tolerance=TOLERANCE)
+    assert total.violations == 0, "\n" + table([*queues.values(), total], label="queue") + "\n" + "\n".join(
+        total.examples)
