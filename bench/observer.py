@@ -36,6 +36,7 @@ import sys
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
 
 # nginx: $msec is the log time (the response's end) in seconds with millisecond resolution,
@@ -66,15 +67,16 @@ class Request:
     retry_after: float | None = None  # the Retry-After the server sent, in seconds
     conn: str = ""
 
-    @property
+    # cached: a log is judged by several rules, each asking these (a frozen dataclass still has a __dict__)
+    @cached_property
     def origin(self) -> str:
         return origin(self.scheme, self.host, self.port)
 
-    @property
+    @cached_property
     def path(self) -> str:
         return normalize_target(self.target)
 
-    @property
+    @cached_property
     def url(self) -> str:
         return self.origin + self.path
 
