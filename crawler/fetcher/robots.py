@@ -35,7 +35,7 @@ from protego import Protego
 
 from crawler.errors import BlockedAddress, FetchError
 from crawler.fetcher.outcome import retry_after_seconds
-from crawler.protocols.base import Protocol
+from crawler.protocols.base import Protocol, request_ready
 from crawler.urls.normalize import InvalidUrl, normalize
 
 MAX_ROBOTS_BYTES = 500 * 1024
@@ -181,7 +181,12 @@ class RobotsCache:
             try:
                 protocol = self.protocol_for(target)
                 starts.append(time.monotonic())
-                response = await protocol.fetch(target, limit=MAX_ROBOTS_BYTES)
+                # Counted from when its connection is ready, as the server sees it (request_ready).
+                ready = request_ready.set(lambda: starts.__setitem__(-1, time.monotonic()))
+                try:
+                    response = await protocol.fetch(target, limit=MAX_ROBOTS_BYTES)
+                finally:
+                    request_ready.reset(ready)
             except BlockedAddress as exc:
                 # Not "unreachable": the URLs themselves are refused the same way, and fail for good.
                 return RobotsRules(reason=f"robots.txt not fetched: {exc}")

@@ -19,6 +19,7 @@ import logging
 import time
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -42,7 +43,7 @@ from crawler.fetcher.robots import Remembered, RobotsCache, RobotsRules, origin_
 from crawler.fsutil import atomic_write_text
 from crawler.models import FetchStatus
 from crawler.parsers.dispatch import ParserDispatch
-from crawler.protocols.base import Response
+from crawler.protocols.base import Response, request_ready
 from crawler.protocols.pool import ProtocolPool
 from crawler.segments.layout import Segment
 from crawler.segments.writer import PartitionWriter
@@ -313,6 +314,7 @@ class Fetcher:
             return
         self.queues.start(hq)
         ticket.started = True
+        ready = request_ready.set(partial(self.queues.restamp, hq))  # the start the server sees
         try:
             response = await protocol.fetch(url, self._conditional_headers(entry))
         except FetchError as exc:
@@ -323,6 +325,8 @@ class Fetcher:
             if exc.kind in _HOST_FAILURES:
                 self._host_failed(hq, exc.kind)
             return
+        finally:
+            request_ready.reset(ready)
         self.queues.adapt(hq, response.elapsed)
         if response.status in _BACKOFF_STATUSES:
             self._slow_down(hq, response)

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import contextvars
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from crawler.config import CrawlerConfig
 from crawler.plugins import Registry
+
+# Set by the fetcher around a request: called once the request's connection is ready, just before the
+# request is written, which is when the server sees it start. Politeness counts delays from that moment,
+# so a new connection's handshake never shortens the gap the server sees. Protocols without connections
+# may ignore it.
+request_ready: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "request_ready", default=None)
 
 PROTOCOLS = Registry(
     "crawler.protocols",

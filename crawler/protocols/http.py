@@ -39,13 +39,24 @@ from crawler.errors import (
     TlsError,
 )
 from crawler.protocols import tls
-from crawler.protocols.base import Response
+from crawler.protocols.base import Response, request_ready
 from crawler.protocols.decoding import ACCEPT_ENCODING, Decoder
 from crawler.protocols.dns import AddressPolicy, PolicyResolver
 from crawler.protocols.proxy import ProxyRoutes, SocksConnector
 
 _CHUNK = 64 * 1024
 _MAX_PASSED_HOSTS = 100_000
+
+
+class _ReadyConnector(aiohttp.TCPConnector):
+    """Tells ``request_ready`` when a request's connection is ready (new or reused): its real start."""
+
+    async def connect(self, req: Any, traces: Any, timeout: Any) -> Any:
+        conn = await super().connect(req, traces, timeout)
+        ready = request_ready.get()
+        if ready is not None:
+            ready()
+        return conn
 
 
 class HttpProtocol:
@@ -55,7 +66,7 @@ class HttpProtocol:
         self.routes = ProxyRoutes.from_config(cfg.http)
         self.resolver = PolicyResolver(cfg.http, exempt=self.routes.proxy_hosts)
         self.ssl = tls.client_context(cfg.http.tls)
-        connector = aiohttp.TCPConnector(
+        connector = _ReadyConnector(
             # The fetcher's workers are the limit (and can change live); a pool limit here
             # would only queue requests inside aiohttp and inflate their measured time.
             limit=0,

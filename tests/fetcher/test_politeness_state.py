@@ -14,6 +14,8 @@ from crawler.config import FetcherConfig
 from crawler.fetcher.politeness import Politeness
 from crawler.fetcher.politeness_file import PolitenessFile, QueueRecord
 from crawler.fetcher.service import fetch_segment
+from crawler.protocols.base import request_ready
+from crawler.protocols.http import HttpProtocol
 from tests.fetcher.conftest import make_cfg, make_segment, page, robots, rows_by_url
 
 # Request times are taken by the server and the crawler on one monotonic clock; a gap may read a hair
@@ -187,3 +189,20 @@ class TestStateFile:
             politeness = Politeness(FetcherConfig(), state_file=path, log=structlog.get_logger())
         assert politeness.ready_at(politeness.attach("h"), 1, time.monotonic()) is None
         assert [e["file"] for e in logs if e["event"] == "politeness.state_unusable"] == [str(path)]
+
+
+class TestServerSeenStart:
+    async def test_a_start_counts_from_when_its_connection_is_ready(self, tmp_path, servers):
+        """Each request calls request_ready once its connection is up, before the server sees it."""
+        site = await servers("127.0.0.1", {"/p": page()})
+        protocol = HttpProtocol(make_cfg(tmp_path))
+        stamps: list[float] = []
+        token = request_ready.set(lambda: stamps.append(time.monotonic()))
+        try:
+            for _ in range(2):  # a new connection, then a reused one
+                await protocol.fetch(site.url("/p"))
+        finally:
+            request_ready.reset(token)
+            await protocol.aclose()
+        assert len(stamps) == 2
+        assert all(stamp <= hit.started for stamp, hit in zip(stamps, site.hits, strict=True))
