@@ -59,6 +59,17 @@ def body_digest(body: bytes) -> str:
     return hashlib.md5(body).hexdigest()
 
 
+# parse_data metadata key: how many of the last outlinks are robots.txt Sitemap: URLs the fetcher appended.
+# Their anchor, "sitemap", may also be a page's own link text; updatedb never cuts these (sitemap.max_urls).
+ROBOTS_SITEMAPS = "robots_sitemaps"
+
+
+def add_robots_sitemaps(parse_data: dict[str, Any], sitemaps: list[str]) -> None:
+    """Append a host's robots.txt Sitemap: URLs to a parse_data row as outlinks (anchor "sitemap"), marked as such."""
+    parse_data["outlinks"] += [{"url": u, "anchor": "sitemap"} for u in sitemaps]
+    parse_data["metadata"].append((ROBOTS_SITEMAPS, str(len(sitemaps))))
+
+
 def parse_rows(url: str, parse: ParseResult) -> tuple[dict[str, Any], dict[str, Any]]:
     metadata = dict(parse.metadata)
     if parse.noindex:
