@@ -228,37 +228,47 @@ def _merge(
     # Parse results of those same records (same segment), and for successful fetches the outlinks
     # kept: valid, filtered, the first occurrence of each target in page order, the first
     # db.max_outlinks of those (sitemap.max_urls of a sitemap's); then the robots.txt Sitemap: URLs the
-    # fetcher appended (never cut) not already kept. over_cap counts what the cap cut, in the same pass.
+    # fetcher appended (never cut) not already kept. over_cap counts what the cap cut, in the same pass
+    # (less a robots.txt Sitemap: URL the page also linked past the cap: it is queued all the same).
     # Per page, with list functions: no global sort or window over all outlinks, so memory stays
-    # bounded at tens of millions of links.
+    # bounded at tens of millions of links. Lists of robots.txt URLs are NULL on the pages without.
     progress.step("read parse data")
     same_host = f"AND {host_sql('o.url')} = {host_sql('f.url')}" if db.ignore_external_links else ""
     valid = f"lambda o: o.url IS NOT NULL AND o.url <> '' {same_host} AND {filter_sql(cfg.urls, 'o.url')}"
     n = "array_length(d.outlinks)"
+    success = f"f.status = '{FetchStatus.SUCCESS}'"
+    has_robots = "coalesce(array_length(r), 0) > 0"
+    joined = f"""
+        SELECT f.url, f.status, {n} AS num_outlinks, d.is_sitemap,
+               CASE WHEN d.is_sitemap THEN {_cap(cfg.sitemap.max_urls)} ELSE {_cap(db.max_outlinks)} END AS cap,
+               CASE WHEN {success} THEN list_filter(CASE WHEN d.robots_sitemaps = 0 THEN d.outlinks
+                                                         ELSE d.outlinks[1:{n} - d.robots_sitemaps] END, {valid}) END AS l,
+               CASE WHEN {success} AND d.robots_sitemaps > 0
+                    THEN list_filter(d.outlinks[{n} - d.robots_sitemaps + 1:{n}], {valid}) END AS r
+        FROM fetched f JOIN {parse_data_source(con, segments)} d ON d.segment = f.segment AND d.url = f.url"""
+    with_targets = f"""
+        SELECT *, list_transform(l, lambda y: y.url) AS targets,
+               CASE WHEN {has_robots} THEN list_transform(r, lambda y: y.url) END AS robots_targets
+        FROM ({joined}) joined"""
+    unique = f"""
+        SELECT url, status, num_outlinks, is_sitemap, cap, targets,
+               list_filter(l, lambda o, i: list_position(targets, o.url) = i) AS u,
+               CASE WHEN {has_robots} THEN list_filter(r, lambda o, i: list_position(robots_targets, o.url) = i) END AS r
+        FROM ({with_targets}) with_targets"""
+    capped = f"""
+        SELECT *, u[1:cap] AS capped,
+               CASE WHEN {has_robots} THEN list_transform(u[1:cap], lambda y: y.url) END AS capped_targets
+        FROM ({unique}) uniq"""
     con.create_table("parsed", f"""
-        SELECT url, status, num_outlinks, is_sitemap, over_cap,
-               CASE WHEN coalesce(array_length(r), 0) = 0 THEN capped
-                    ELSE list_concat(capped, list_filter(r, lambda o: NOT list_contains(capped_targets, o.url))) END AS kept
-        FROM (SELECT *, u[1:cap] AS capped, greatest(array_length(u) - cap, 0) AS over_cap,
-                     CASE WHEN coalesce(array_length(r), 0) > 0
-                          THEN list_transform(u[1:cap], lambda y: y.url) END AS capped_targets
-              FROM (SELECT url, status, num_outlinks, is_sitemap, cap,
-                           list_filter(l, lambda o, i: list_position(targets, o.url) = i) AS u,
-                           CASE WHEN coalesce(array_length(rl), 0) > 0
-                                THEN list_filter(rl, lambda o, i: list_position(robots_targets, o.url) = i) END AS r
-                    FROM (SELECT *, list_transform(l, lambda y: y.url) AS targets,
-                                 CASE WHEN coalesce(array_length(rl), 0) > 0
-                                      THEN list_transform(rl, lambda y: y.url) END AS robots_targets FROM (
-                        SELECT f.url, f.status, {n} AS num_outlinks, d.is_sitemap,
-                               CASE WHEN d.is_sitemap THEN {_cap(cfg.sitemap.max_urls)}
-                                    ELSE {_cap(db.max_outlinks)} END AS cap,
-                               CASE WHEN f.status = '{FetchStatus.SUCCESS}' THEN list_filter(
-                                   CASE WHEN d.robots_sitemaps = 0 THEN d.outlinks
-                                        ELSE d.outlinks[1:{n} - d.robots_sitemaps] END, {valid}) END AS l,
-                               CASE WHEN f.status = '{FetchStatus.SUCCESS}' AND d.robots_sitemaps > 0 THEN list_filter(
-                                   d.outlinks[{n} - d.robots_sitemaps + 1:{n}], {valid}) END AS rl
-                        FROM fetched f JOIN {parse_data_source(con, segments)} d
-                          ON d.segment = f.segment AND d.url = f.url) joined) with_targets) unique_links) capped""")
+        SELECT url, status, num_outlinks, is_sitemap,
+               greatest(array_length(u) - cap, 0) - CASE WHEN {has_robots}
+                   THEN array_length(list_filter(r, lambda o: list_contains(targets, o.url)
+                                                      AND NOT list_contains(capped_targets, o.url))) ELSE 0 END
+                   AS over_cap,
+               CASE WHEN {has_robots}
+                    THEN list_concat(capped, list_filter(r, lambda o: NOT list_contains(capped_targets, o.url)))
+                    ELSE capped END AS kept
+        FROM ({capped}) capped""")
     progress.step("select outlinks")
     con.create_table("new_links", """
         SELECT url AS from_url, o.url AS to_url, o.anchor AS anchor, fanout
