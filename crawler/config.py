@@ -229,7 +229,9 @@ class ParseConfig(Section):
 
 
 class SitemapConfig(Section):
-    max_urls: int = Field(50_000, ge=0)  # URLs kept of one sitemap (or sitemap index) file; 0 = no cap
+    # URLs kept of one sitemap (or sitemap index) file; 0 = no cap. The parser reads at most the protocol's
+    # 50000 entries of a file (crawler.parsers.sitemap.MAX_ENTRIES), so a higher cap would promise what it cannot.
+    max_urls: int = Field(50_000, ge=0, le=50_000)
 
 
 class StorageConfig(Section):
