@@ -188,10 +188,10 @@ def updatedb(
         segments=report.segments,
         fetched=report.fetched,
         new_urls=report.new_urls,
-        by_status=report.by_status,
         outlinks_over_cap=report.over_cap["outlinks"],
         sitemap_urls_over_cap=report.over_cap["sitemap_urls"],
         pages_over_cap=report.over_cap["pages"],
+        by_status=report.by_status,
     )
     return report
 
@@ -369,8 +369,8 @@ def _merge(
         segments=[s.name for s in segments],
         fetched=con.rows("SELECT count(*) FROM fetched")[0][0],
         new_urls=written_pages - int(con.rows(f"SELECT count(*) FROM {old_pages} o")[0][0]),
-        by_status=by_status,
         over_cap={"outlinks": int(outlinks), "sitemap_urls": int(sitemap_urls), "pages": int(pages)},
+        by_status=by_status,
     )
 
 
