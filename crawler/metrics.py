@@ -53,6 +53,10 @@ class Metrics:
         self.db_pages = Gauge("crawler_webdb_pages", "URLs in the live webdb version, by status", ["status"],
                               registry=r)
         self.db_version = Gauge("crawler_webdb_version", "Number of the live webdb version", registry=r)
+        self.over_cap = Counter("crawler_outlinks_over_cap_total", "Outlinks updatedb did not queue because of a cap, "
+                                "by the key that cut them (db.max_outlinks, sitemap.max_urls)", ["cap"], registry=r)
+        for cap in OVER_CAP_LABELS.values():
+            self.over_cap.labels(cap)  # shown at 0 from the start: a cut is what a dashboard looks for
         self.cycles = Counter("crawler_cycles_total", "Crawl cycles, by outcome (done, idle, failed, stopped)",
                               ["outcome"], registry=r)
         self.cycle_seconds = Histogram("crawler_cycle_duration_seconds", "Duration of a whole crawl cycle",
@@ -63,10 +67,6 @@ class Metrics:
                                        "while the daemon overlaps segments)", registry=r)
         self.config_reloads = Counter("crawler_config_reloads_total", "SIGHUP reloads, by result (ok, invalid)",
                                       ["result"], registry=r)
-        self.over_cap = Counter("crawler_outlinks_over_cap_total", "Outlinks updatedb did not queue because of a cap, "
-                                "by the key that cut them (db.max_outlinks, sitemap.max_urls)", ["cap"], registry=r)
-        for cap in OVER_CAP_LABELS.values():
-            self.over_cap.labels(cap)  # shown at 0 from the start: a cut is what a dashboard looks for
         self._progress: dict[str, FetchProgress] = {}
 
     # --- FetchObserver ---

@@ -7,7 +7,7 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from crawler.models import FetchStatus
+from crawler.models import ROBOTS_SITEMAPS, FetchStatus
 from crawler.parsers.base import ParseResult
 from crawler.protocols.base import Response
 
@@ -57,11 +57,6 @@ def fetch_row(
 
 def body_digest(body: bytes) -> str:
     return hashlib.md5(body).hexdigest()
-
-
-# parse_data metadata key: how many of the last outlinks are robots.txt Sitemap: URLs the fetcher appended.
-# Their anchor, "sitemap", may also be a page's own link text; updatedb never cuts these (sitemap.max_urls).
-ROBOTS_SITEMAPS = "robots_sitemaps"
 
 
 def add_robots_sitemaps(parse_data: dict[str, Any], sitemaps: list[str]) -> None:

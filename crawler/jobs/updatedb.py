@@ -35,7 +35,6 @@ from typing import Any
 
 from crawler.config import CrawlerConfig
 from crawler.errors import SegmentError, StorageError
-from crawler.fetcher.records import ROBOTS_SITEMAPS
 from crawler.jobs.engine import (
     DuckEngine,
     first_line,
@@ -46,7 +45,7 @@ from crawler.jobs.engine import (
     utc_naive,
 )
 from crawler.jobs.progress import JobProgress
-from crawler.models import FETCHER, LINKS, PAGES, PARSE_DATA, DbStatus, FetchStatus
+from crawler.models import FETCHER, LINKS, PAGES, PARSE_DATA, ROBOTS_SITEMAPS, DbStatus, FetchStatus
 from crawler.parsers.sitemap import KINDS as SITEMAP_KINDS
 from crawler.segments.layout import Segment, part_name
 from crawler.urls.filters import check_sql_patterns, filter_sql
@@ -96,9 +95,9 @@ class UpdateReport:
     segments: list[str]
     fetched: int
     new_urls: int
-    by_status: dict[str, int] = field(default_factory=dict)
     # Outlinks the caps cut (db.max_outlinks of pages, sitemap.max_urls of sitemaps) and the pages that lost some.
     over_cap: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OVER_CAP_KEYS, 0))
+    by_status: dict[str, int] = field(default_factory=dict)
 
 
 
@@ -167,7 +166,7 @@ def updatedb(
         if not chosen:
             number = current.number if current else 0
             log.info("updatedb.nothing", version=number)
-            return UpdateReport(number, [], 0, 0, {})
+            return UpdateReport(number, [], 0, 0, by_status={})
         meta = {k: v for k, v in (current.meta if current else {}).items() if k not in ("version", "created")}
         meta["merged_segments"] = (current.merged_segments if current else []) + [s.name for s in chosen]
         con = open_engine(cfg)
