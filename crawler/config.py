@@ -176,7 +176,7 @@ class DbConfig(Section):
     retry_interval: Duration = 86400.0
     max_retries: int = Field(3, ge=0)
     ignore_external_links: bool = False
-    max_outlinks: int = Field(100, ge=0)
+    max_outlinks: int = Field(5000, ge=0)  # 0 = no cap
     schedule: Literal["fixed", "adaptive"] = "fixed"
     min_interval: Duration = 3600.0
     inc_rate: float = Field(0.4, ge=0.0, le=1.0)
@@ -276,6 +276,12 @@ class ParseConfig(Section):
     processes: int = Field(0, ge=0)
 
 
+class SitemapConfig(Section):
+    # URLs kept of one sitemap (or sitemap index) file; 0 = no cap. The parser reads at most the protocol's
+    # 50000 entries of a file (crawler.parsers.sitemap.MAX_ENTRIES), so a higher cap would promise what it cannot.
+    max_urls: int = Field(50_000, ge=0, le=50_000)
+
+
 class StorageConfig(Section):
     # Read only when crawl_dir is s3://bucket/prefix (docs/scale-out.md, Storage); credentials come from the AWS env vars.
     endpoint: str = ""  # e.g. http://127.0.0.1:9000 for MinIO; empty = AWS_ENDPOINT_URL, else AWS itself
@@ -300,6 +306,7 @@ class CrawlerConfig(Section):
     jobs: JobsConfig = JobsConfig()
     spark: SparkConfig = SparkConfig()
     parse: ParseConfig = ParseConfig()
+    sitemap: SitemapConfig = SitemapConfig()
     storage: StorageConfig = StorageConfig()
 
     @property

@@ -28,6 +28,9 @@ def _stats_text(stats: dict) -> str:
     for key in ("hosts", "due_now", "links"):
         if key in stats:
             lines.append(f"  {key:<14} {stats[key]}")
+    if cut := stats.get("over_cap"):
+        lines.append(f"  over cap       {cut['outlinks']} outlinks (db.max_outlinks), {cut['sitemap_urls']} sitemap URLs "
+                     f"(sitemap.max_urls), on {cut['pages']} pages: never queued")
     return "\n".join(lines)
 
 

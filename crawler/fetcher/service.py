@@ -36,7 +36,7 @@ from crawler.fetcher.politeness import Politeness
 from crawler.fetcher.politeness_file import politeness_path
 from crawler.fetcher.progress import Counters, ProgressReporter, use_progress_bar
 from crawler.fetcher.queuekey import queue_key_for
-from crawler.fetcher.records import body_digest, fetch_row
+from crawler.fetcher.records import add_robots_sitemaps, body_digest, fetch_row
 from crawler.fetcher.redirects import HeldUrls, RedirectPolicy, listed_hashes
 from crawler.fetcher.resume import OUTPUTS, clear_leftovers, committed_urls
 from crawler.fetcher.robots import Remembered, RobotsCache, RobotsRules, origin_of
@@ -438,7 +438,7 @@ class Fetcher:
             else:
                 if parse_status == "success" and rules.sitemaps:
                     # robots.txt Sitemap: lines reach updatedb as outlinks of the host's first parsed page.
-                    parse_data["outlinks"] += [{"url": u, "anchor": "sitemap"} for u in rules.sitemaps]
+                    add_robots_sitemaps(parse_data, rules.sitemaps)
                     rules.sitemaps = []
         self._record(entry, row, response, parse_text, parse_data, stored=stored)
         if hop is not None:

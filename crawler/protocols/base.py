@@ -37,7 +37,8 @@ class Response:
     headers: list[tuple[str, str]]
     raw_body: bytes
     body: bytes
-    truncated: bool = False
+    truncated: bool = False  # body (decoded) cut at the content limit: parsers saw part of the page
+    raw_truncated: bool = False  # raw_body cut: the archived payload lacks bytes the server sent (WARC-Truncated)
     http_version: str = "1.1"
     request_headers: list[tuple[str, str]] = field(default_factory=list)
     peer_ip: str | None = None

@@ -157,14 +157,23 @@ class HttpProtocol:
                 decoder = Decoder(resp.headers.get("Content-Encoding"), limit)
                 pieces: list[bytes] = []  # joined once at the end: no copy per chunk, none for a single chunk
                 size = 0
+                raw_cut = False
                 async for chunk in resp.content.iter_chunked(_CHUNK):
                     # Cap the raw bytes too: a huge compressed body is as bad as a huge plain one.
-                    pieces.append(chunk if size + len(chunk) <= limit else chunk[: max(0, limit - size)])
-                    size += len(pieces[-1])
+                    raw_cut = size + len(chunk) > limit
+                    if raw_cut:
+                        chunk = chunk[: limit - size]
+                    pieces.append(chunk)
+                    size += len(chunk)
+                    # Once the decoded body is full the rest is only read, up to the limit: the archive then
+                    # holds every byte served (a small gzip body of a large page), not a cut stream.
                     decoder.feed(chunk)
-                    if decoder.truncated or size >= limit:
-                        decoder.truncated = True
+                    if size == limit:
+                        # Exactly the limit is complete only at the end; waiting for more to know would
+                        # only spend the read timeout.
+                        raw_cut = raw_cut or not resp.content.at_eof()
                         break
+                decoder.truncated = decoder.truncated or raw_cut
                 body = decoder.finish()
                 return Response(
                     url=url,
@@ -174,6 +183,7 @@ class HttpProtocol:
                     raw_body=b"".join(pieces),
                     body=body,
                     truncated=decoder.truncated,
+                    raw_truncated=raw_cut,
                     http_version=f"{resp.version.major}.{resp.version.minor}" if resp.version else "1.1",
                     request_headers=[(k, v) for k, v in resp.request_info.headers.items()],
                     peer_ip=peer[0] if peer else None,
