@@ -176,6 +176,18 @@ def _finish_any(href: str, rules: Rules | None = None) -> str:
     return _finish(href, rules) if href.startswith(_PREFIXES) else _finish_other(href, rules)
 
 
+def _trie(words: Iterable[str]) -> str:
+    """A regex matching any of ``words`` (non-empty) at a position, as a trie: a failing branch is left
+    at its first character, twice as fast as a plain alternation of 25 names."""
+    if "" in words:
+        return ""  # a shorter word already matched
+    groups: dict[str, list[str]] = {}
+    for word in sorted(words):
+        groups.setdefault(word[0], []).append(word[1:])
+    alts = [re.escape(c) + _trie(rest) for c, rest in groups.items()]
+    return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+
 class ParamPatterns:
     """``urls.drop_params``: parameter names or fnmatch globs, matched case-insensitively."""
 
@@ -192,10 +204,9 @@ class ParamPatterns:
                 self.exact.add(pattern)
                 prefixes.add(pattern)
         self._glob = re.compile("|".join(globs)).match if globs else None
-        # One search over the query and path for a parameter that may match, so that the usual URL, with
+        # One search of the lowercased href for a parameter that may match, so that the usual URL, with
         # nothing to drop, costs one C call; a glob starting with a wildcard leaves every URL to check.
-        self.candidate = (None if "" in prefixes else
-                          re.compile("[?&;](?:" + "|".join(map(re.escape, sorted(prefixes))) + ")", re.I).search)
+        self.candidate = None if "" in prefixes else re.compile("[?&;]" + _trie(prefixes)).search
 
     def __bool__(self) -> bool:
         return bool(self.exact) or self._glob is not None
@@ -215,7 +226,8 @@ def _make_rules(collapse_slashes: bool, params: ParamPatterns, again: Callable[[
 
     def rules(href: str, path: int) -> str:
         # Most URLs need none of this: each test below is one cheap C call on the whole href.
-        if drop and ("?" in href or ";" in href) and (candidate is None or candidate(href, path) is not None):
+        # A normalized href is ASCII: lowercasing keeps every position.
+        if drop and ("?" in href or ";" in href) and (candidate is None or candidate(href.lower(), path)):
             query = href.find("?", path)
             if query >= 0:
                 params = href[query + 1 :].split("&")

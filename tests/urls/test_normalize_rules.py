@@ -195,3 +195,31 @@ def test_links_resolve_against_the_normalized_page_url(ref, base):
         joined = None
     expected = None if joined is None else normalized_or_none(DEFAULT, joined)
     assert normalized_or_none(DEFAULT, ref, base) == expected
+
+
+PAGE = (b'<html><head><base href="/docs//v1/"></head><body><a href="../p/1.html">1</a>'
+        b'<a href="/p//0.html?utm_source=x">0</a><a href="http://h.example/q;jsessionid=7?fbclid=2">q</a>'
+        b'<a href="file:///etc/passwd">f</a></body></html>')
+SITEMAP = (b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+           b"<url><loc>http://h.example/a//b?gclid=1</loc></url><url><loc>/c?utm_term=x&amp;page=2</loc></url></urlset>")
+
+
+@pytest.mark.parametrize(("body", "content_type", "expected"), [
+    (PAGE, "text/html", ["http://h.example/docs/p/1.html", "http://h.example/p/0.html", "http://h.example/q"]),
+    (SITEMAP, "application/xml", ["http://h.example/a/b", "http://h.example/c?page=2"]),
+])
+def test_parsers_apply_the_configured_rules(body, content_type, expected):
+    """The parsers built from the config spell their outlinks by the urls.* rules, a web page's file: link
+    dropped even with the file protocol on."""
+    from crawler.parsers.dispatch import ParserDispatch
+
+    parsed = ParserDispatch(load_config(None, FILES)).parse(body, "http://h.example/x//y.html", content_type)
+    assert [o.url for o in parsed.outlinks] == expected
+
+
+def test_redirect_targets_follow_the_rules():
+    """A redirect hop's target is normalized with the crawl's rules, against the normalized source."""
+    from crawler.fetcher.redirects import RedirectPolicy
+
+    policy = RedirectPolicy(CrawlerConfig())
+    assert policy.target("..//b?utm_source=x", "http://h.example/a//c") == "http://h.example/b"
