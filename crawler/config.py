@@ -147,8 +147,8 @@ def _check_filter_rule(rule: str) -> str:
 
 
 def _check_param_pattern(pattern: str) -> str:
-    if not pattern or any(c in pattern for c in "&=;/#? \t"):
-        raise ValueError("a parameter name or glob (* and [...] allowed), without & = ; / # ? or spaces")
+    if not pattern or any(c in pattern for c in "&=;/# \t"):
+        raise ValueError("a parameter name or fnmatch glob (*, ?, [...]), without & = ; / # or spaces")
     return pattern
 
 

@@ -46,17 +46,17 @@ class ParamPatterns:
             else:
                 self.exact.add(pattern)
                 prefixes.add(pattern)
-        self._glob = re.compile("|".join(globs)).match if globs else None
+        self.glob = re.compile("|".join(globs)).match if globs else None  # of a lowercased name
         # One search of the lowercased href for a parameter that may match, so that the usual URL, with
         # nothing to drop, costs one C call; a glob starting with a wildcard leaves every URL to check.
         self.candidate = None if "" in prefixes else re.compile("[?&;]" + _trie(prefixes)).search
 
     def __bool__(self) -> bool:
-        return bool(self.exact) or self._glob is not None
+        return bool(self.exact) or self.glob is not None
 
     def matches(self, name: str) -> bool:
         name = name.lower()
-        return name in self.exact or (self._glob is not None and self._glob(name) is not None)
+        return name in self.exact or (self.glob is not None and self.glob(name) is not None)
 
 
 def make_rules(collapse_slashes: bool, params: ParamPatterns, again: Callable[[str], str]) -> Rules | None:
@@ -69,23 +69,24 @@ def make_rules(collapse_slashes: bool, params: ParamPatterns, again: Callable[[s
 
     def rules(href: str, path: int) -> str:
         # Most URLs need none of this: each test below is one cheap C call on the whole href.
-        # A normalized href is ASCII: lowercasing keeps every position.
-        if drop and ("?" in href or ";" in href) and (candidate is None or candidate(href.lower(), path)):
-            query = href.find("?", path)
-            if query >= 0:
-                params = href[query + 1 :].split("&")
-                kept = [p for p in params if not drops(p.partition("=")[0])]
-                if len(kept) != len(params):
-                    rest = "&".join(kept)
-                    href = href[:query] + ("?" + rest if rest.strip("&") else "")
-            stop = href.find("?", path)
-            stop = len(href) if stop < 0 else stop
-            if href.find(";", path, stop) >= 0:
-                segment = href[path:stop]
-                cut = _PATH_PARAM.sub(lambda m: "" if drops(m[1]) else m[0], segment)
-                if cut != segment:
-                    # What is left may be a dot segment ('/.;jsessionid=1/'): the parser resolves it.
-                    return again(href[:path] + cut + href[stop:])
+        if drop and ("?" in href or ";" in href):
+            low = href.lower()  # a normalized href is ASCII: lowercasing keeps every position
+            if candidate is None or candidate(low, path):
+                query = href.find("?", path)
+                stop = len(href) if query < 0 else query
+                if href.find(";", path, stop) >= 0:
+                    segment = href[path:stop]
+                    cut = _PATH_PARAM.sub(lambda m: "" if drops(m[1]) else m[0], segment)
+                    if cut != segment:
+                        # What is left may be a dot segment ('/.;jsessionid=1/'): the parser resolves it,
+                        # and drops the query's parameters on the way.
+                        return again(href[:path] + cut + href[stop:])
+                if query >= 0:
+                    params = href[query + 1 :].split("&")
+                    kept = [p for p in params if not drops(p.partition("=")[0])]
+                    if len(kept) != len(params):
+                        rest = "&".join(kept)
+                        href = href[:query] + ("?" + rest if rest.strip("&") else "")
         if collapse_slashes and (m := double_slash(href, path)) is not None:
             stop = href.find("?", path)
             if stop < 0:
