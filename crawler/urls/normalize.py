@@ -171,7 +171,8 @@ def _finish_any(href: str, rules: Rules | None = None) -> str:
 
 
 class Normalizer:
-    """The normalizer with its options; ``normalize(url, base=None)`` raises InvalidUrl, ``resolve`` gives None.
+    """The normalizer with its options; ``normalize(url, base=None)`` raises InvalidUrl, ``resolve`` gives None
+    instead, and ``resolve_cached`` is ``resolve`` behind an LRU, for links that resolve the same on many pages.
 
     ``schemes``: the schemes accepted; ``hints``: scheme -> why it is not accepted, for the reason;
     ``collapse_slashes``: '//' runs in the path become '/'; ``drop_params``: names or globs of query
@@ -224,7 +225,7 @@ class Normalizer:
         prefixes = tuple(p for p in _PREFIXES if p[:-3] in schemes)
         other = schemes - set(_SCHEMES)
         hints = self.hints
-        http_only = not other and len(prefixes) == 2  # the usual case: today's fast path exactly
+        http_only = not other and len(prefixes) == 2  # the usual case: no dispatch on the scheme
         rules = make_rules(self.collapse_slashes, ParamPatterns(self.drop_params), lambda href: normalize(href))
         # Called with every argument rather than through a wrapper: a Python frame costs ~5% of a normalize().
         fin = _finish if http_only else _finish_any
