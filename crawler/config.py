@@ -194,11 +194,28 @@ def _check_filter_rule(rule: str) -> str:
     return rule
 
 
+def _check_param_pattern(pattern: str) -> str:
+    if not pattern or any(c in pattern for c in "&=;/# \t"):
+        raise ValueError("a parameter name or fnmatch glob (*, ?, [...]), without & = ; / # or spaces")
+    return pattern
+
+
+# Query parameters the normalizer removes by default: each only tracks a visit or carries a session,
+# and a server answers the same page without it (why each is here: config.yaml).
+DEFAULT_DROP_PARAMS = [
+    "utm_*", "gclid", "gclsrc", "dclid", "gbraid", "wbraid", "_ga", "_gl", "srsltid", "fbclid", "msclkid",
+    "twclid", "ttclid", "yclid", "igshid", "mc_cid", "mc_eid", "_hsenc", "_hsmi",
+    "jsessionid", "phpsessid", "aspsessionid*", "sessionid", "cfid", "cftoken",
+]
+
+
 class UrlsConfig(Section):
     filters: list[Annotated[str, AfterValidator(_check_filter_rule)]] = []
     max_length: int = Field(2048, ge=1)
     max_segment_repeats: int = Field(3, ge=0)  # spider traps like /a/b/a/b/a/b/a/b/; 0 = no limit
     schemes: list[str] = ["http", "https"]
+    collapse_slashes: bool = True  # '/p//0.html' is '/p/0.html', as nginx and Apache serve it
+    drop_params: list[Annotated[str, AfterValidator(_check_param_pattern)]] = DEFAULT_DROP_PARAMS
 
 
 class LinkdbConfig(Section):

@@ -17,7 +17,7 @@ from crawler.parsers.dispatch import ParserDispatch, mime_of
 from crawler.parsers.sitemap import KINDS as SITEMAP_KINDS
 from crawler.protocols.base import PROTOCOLS, Response
 from crawler.urls.filters import UrlFilters
-from crawler.urls.normalize import InvalidUrl, normalize
+from crawler.urls.normalize import InvalidUrl, Normalizer
 
 
 def _read(path: str) -> bytes:
@@ -53,6 +53,7 @@ def _parse_json(parse: ParseResult, content_type: str | None) -> dict:
 
 async def _fetch_following(cfg: CrawlerConfig, url: str) -> Response:
     protocol = PROTOCOLS.load(url.split(":", 1)[0])(cfg)
+    normalize = Normalizer.from_config(cfg).normalize
     try:
         for _ in range(cfg.http.max_redirects + 1):
             response = await protocol.fetch(url)
@@ -67,6 +68,7 @@ async def _fetch_following(cfg: CrawlerConfig, url: str) -> Response:
 
 def cmd_parse_check(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
     dispatch = ParserDispatch(cfg)
+    normalize = Normalizer.from_config(cfg).normalize
     headers: list[tuple[str, str]] = []
     if args.base is not None:
         try:
@@ -120,6 +122,7 @@ def cmd_robots_check(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
 
 
 def cmd_normalize_check(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
+    normalize = Normalizer.from_config(cfg).normalize  # urls.* and the enabled protocols, not urls.filters
     base = args.base
     if base is not None:
         try:

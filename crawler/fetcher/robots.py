@@ -107,9 +107,11 @@ class RobotsCache:
                  ttl: float = 86400.0, max_entries: int = 50_000,
                  clock: Callable[[], float] = time.monotonic,
                  url_filter: Callable[[str], str | None] | None = None,
-                 remembered: Remembered | None = None) -> None:
+                 remembered: Remembered | None = None,
+                 normalize: Callable[..., str] = normalize) -> None:
         self.protocol_for = protocol_for
         self.url_filter = url_filter  # None if a redirect target may be fetched, else the reason it may not
+        self.normalize = normalize  # the crawl's normalizer (urls.*), for redirect targets
         self.agent = agent
         self.log = log
         self.ttl = ttl
@@ -199,7 +201,7 @@ class RobotsCache:
             if status in (301, 302, 303, 307, 308):
                 location = response.header("Location")
                 try:
-                    target = normalize(location or "", base=target)
+                    target = self.normalize(location or "", base=target)
                 except InvalidUrl:
                     return RobotsRules(reason=f"robots.txt redirect to an invalid URL ({status}), allowing all")
                 rejected = self.url_filter(target) if self.url_filter is not None else None

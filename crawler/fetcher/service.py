@@ -104,7 +104,8 @@ class Fetcher:
         # robots.txt may redirect across hosts (RFC 9309), so db.ignore_external_links does not apply to it.
         self.robots = robots if robots is not None else RobotsCache(
             self.protocol_for, self.log, agent=cfg.http.agent_name, ttl=cfg.robots.cache_ttl,
-            url_filter=filters.check if filters is not None else None, remembered=robots_memory)
+            url_filter=filters.check if filters is not None else None, remembered=robots_memory,
+            normalize=self.redirects.normalize)
         # crawl's next round starts from this fetch's settled robots.txt answers (updated when it ends).
         self._robots_memory = robots_memory
         self.parse_pool = parse_pool if cfg.fetcher.parse else None

@@ -30,7 +30,7 @@ from crawler.jobs.engine import (
 )
 from crawler.jobs.updatedb import add_over_cap
 from crawler.models import LINKS, PAGES, DbStatus
-from crawler.urls.normalize import InvalidUrl, normalize
+from crawler.urls.normalize import InvalidUrl, Normalizer
 from crawler.webdb.store import Version, VersionedStore
 
 BATCH_ROWS = 10_000
@@ -119,7 +119,7 @@ def dump_parquet(cfg: CrawlerConfig, out: Path, status: str | None = None) -> in
 def lookup(cfg: CrawlerConfig, url: str) -> dict[str, Any] | None:
     """The page of ``url`` (normalized first) as in the JSON dump, plus its ``inlinks`` count; None if unknown."""
     try:
-        key = normalize(url)
+        key = Normalizer.from_config(cfg).normalize(url)
     except InvalidUrl as exc:
         raise UsageError(f"{url}: not a valid URL ({exc})") from exc
     with _live(cfg) as (_, con, pages, links):

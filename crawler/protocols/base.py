@@ -26,6 +26,21 @@ PROTOCOLS = Registry(
     },
 )
 
+# Plugins a setting switches off: scheme -> (is it on, the setting that turns it on).
+_SWITCHES: dict[str, typing.Callable[[CrawlerConfig], tuple[bool, str]]] = {
+    "file": lambda cfg: (cfg.protocols.file.enabled, "protocols.file.enabled is false"),
+}
+
+
+def served_schemes(cfg: CrawlerConfig) -> dict[str, str]:
+    """Every scheme a protocol plugin is registered for -> '' when it is enabled, else why it is not."""
+    served = {}
+    for name in PROTOCOLS.names():
+        switch = _SWITCHES.get(name)
+        on, why = switch(cfg) if switch is not None else (True, "")
+        served[name] = "" if on else why
+    return served
+
 
 @dataclass(slots=True)
 class Response:
