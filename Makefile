@@ -79,6 +79,12 @@ bench: $(STAMP) bench-compare
 bench-compare: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
 	$(BENCH_VENV)/bin/python bench/compare.py --runs 3
 
+# Crawl, daemon and Scrapy on a 1,000-host loopback web with latency, judged by bench/observer.py:
+# how close each comes to the politeness bound (docs/benchmarks.md "Politeness as the server sees it").
+.PHONY: bench-manyhosts
+bench-manyhosts: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
+	$(BENCH_VENV)/bin/python bench/manyhosts.py
+
 # The jobs on a standalone Spark cluster (a master and 2 workers on loopback) vs DuckDB: docs/benchmarks.md "Spark".
 bench-spark: $(STAMP)
 	$(BIN)/python bench/bench_spark_cluster.py

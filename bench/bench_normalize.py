@@ -2,7 +2,9 @@
 
 Run: .venv/bin/python bench/bench_normalize.py [ROUNDS]
 Resolves 80 links typical of a news page against its URL, ROUNDS times (1000),
-and prints microseconds per link. urljoin only joins (no scheme check, no
+and prints microseconds per link: with the plain normalizer (no urls.* options) and with
+the one the crawler builds from the default config (slashes collapsed, tracking and session
+parameters dropped). urljoin only joins (no scheme check, no
 normalization), so it is the floor a pure-Python resolver would start from.
 """
 
@@ -14,7 +16,8 @@ from urllib.parse import urljoin
 
 import ada_url
 
-from crawler.urls.normalize import InvalidUrl, normalize
+from crawler.config import CrawlerConfig
+from crawler.urls.normalize import InvalidUrl, Normalizer, normalize
 
 BASE = "https://www.example-news.com/world/europe/2026/11/29/story-title-here.html?utm_source=feed"
 
@@ -113,6 +116,19 @@ def run_normalize() -> int:
     return rejected
 
 
+CONFIGURED = Normalizer.from_config(CrawlerConfig()).normalize
+
+
+def run_configured() -> int:
+    rejected = 0
+    for link in LINKS:
+        try:
+            CONFIGURED(link, BASE)
+        except InvalidUrl:
+            rejected += 1
+    return rejected
+
+
 def run_urljoin() -> None:
     for link in LINKS:
         urljoin(BASE, link)
@@ -142,13 +158,16 @@ def timed(fn, rounds: int) -> float:
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     ours = timed(run_normalize, rounds)
+    configured = timed(run_configured, rounds)
     peer = timed(run_urljoin, rounds)
     ada = timed(run_ada_join, rounds)
     print(f"{len(LINKS)} links ({run_normalize()} rejected by normalize) x {rounds} rounds, best of 3")
     print(f"crawler.urls.normalize      {ours:6.2f} us/link  {ours * 80:7.1f} us/page")
+    print(f"  with the default urls.*   {configured:6.2f} us/link  {configured * 80:7.1f} us/page")
     print(f"urllib.parse.urljoin        {peer:6.2f} us/link  {peer * 80:7.1f} us/page  (join only)")
     print(f"ada_url.join_url            {ada:6.2f} us/link  {ada * 80:7.1f} us/page  (join only)")
     print(f"normalize / urljoin         {ours / peer:6.2f}")
+    print(f"  with the default urls.*   {configured / peer:6.2f}")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from crawlargs import crawl_args  # noqa: E402
 from nginx import Nginx  # noqa: E402
+from observer import Origin, Report, combine, observe, read_nginx, table  # noqa: E402
 from sitegen import generate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,6 +155,18 @@ def run_floor(urls: Path, concurrency: int, tag: str) -> Run:
     return Run("floor", wall, cpu, rss, result["pages"], {int(k): v for k, v in result["per_second"].items()})
 
 
+def observed(log: Path, offset: int, web: Path, port: int, agent: str, name: str) -> Report:
+    """The observer's verdict on one run: the access log's lines since ``offset``, judged by what each host
+    served (its robots.txt) and the bench's promises (2 in flight per host, no delay)."""
+    with open(log, encoding="utf-8") as fh:
+        fh.seek(offset)
+        requests = list(read_nginx(fh, str(log)))
+    origins = {f"http://{d.name}:{port}": Origin(robots=(d / "robots.txt").read_text(), in_flight=2)
+               for d in web.iterdir() if d.is_dir()}
+    total, _ = observe(requests, origins, agent=agent, min_delay=0.0, in_flight=2, name=name)
+    return total
+
+
 def median_row(runs: list[Run]) -> dict[str, float]:
     return {
         "pages_per_second": statistics.median(r.pages_per_second for r in runs),
@@ -205,7 +218,10 @@ def main() -> None:
     seeds.write_text("\n".join(generate(WORK / "web", args.hosts, args.pages, args.port, args.seed)) + "\n")
     only = args.only.split(",")
     results: dict[str, list[Run]] = {name: [] for name in only}
-    with Nginx(WORK / "web", args.port, WORK / "nginx") as server:
+    verdicts: dict[str, list[Report]] = {name: [] for name in only}
+    access_log = WORK / "nginx" / "access.log"
+    access_log.unlink(missing_ok=True)
+    with Nginx(WORK / "web", args.port, WORK / "nginx", access_log=access_log) as server:
         urls_file = WORK / "urls.txt"
         urls_file.unlink(missing_ok=True)  # from another web size or seed: the floor must not use it
         for i in range(args.runs):
@@ -213,6 +229,7 @@ def main() -> None:
             for name in order:
                 tag = f"{i}"
                 served_before = server.cpu_seconds()
+                logged_before = access_log.stat().st_size
                 if name in CRAWLER_VARIANTS or name in TREES:
                     run, urls = run_crawler(seeds, args.concurrency, tag, name)
                     urls_file.write_text("\n".join(urls) + "\n")
@@ -223,9 +240,12 @@ def main() -> None:
                         _, urls = run_crawler(seeds, args.concurrency, "urls")
                         urls_file.write_text("\n".join(urls) + "\n")
                         served_before = server.cpu_seconds()
+                        logged_before = access_log.stat().st_size
                     run = run_floor(urls_file, args.concurrency, tag)
                 run.server_cpu = server.cpu_seconds() - served_before
                 results[name].append(run)
+                agent = "scrapy" if name == "scrapy" else "crawler"
+                verdicts[name].append(observed(access_log, logged_before, WORK / "web", args.port, agent, name))
                 print(f"run {i} {name:8s} {run.pages:6d} pages {run.wall:7.2f}s {run.pages_per_second:7.1f} p/s "
                       f"{run.cpu_per_1000:6.2f} cpu-s/1000 {run.rss_mb:7.1f} MB "
                       f"server {run.server_cpu_per_1000:5.2f} cpu-s/1000", flush=True)
@@ -243,6 +263,10 @@ def main() -> None:
                   f"CPU per page: {c['cpu_per_1000'] / s['cpu_per_1000']:.2f} of Scrapy's")
         if "floor" in rows:
             print(f"{name}/floor pages/s: {c['pages_per_second'] / rows['floor']['pages_per_second']:.2f}")
+    # Politeness as nginx saw it (bench/observer.py); the floor asks no robots.txt, so its pages all count
+    # as "before robots.txt": it bounds speed, not manners.
+    print(f"\nAs the server saw it, summed over {args.runs} run(s):\n")
+    print(table(combine(name, reports) for name, reports in verdicts.items() if reports))
     plot({name: runs[-1].per_second for name, runs in results.items() if runs}, args.plot)
     print(f"plot: {args.plot}")
 

@@ -16,6 +16,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from observer import NGINX_LOG_FORMAT
+
 CONFIG = """
 worker_processes 1;
 daemon off;
@@ -23,7 +25,7 @@ pid {prefix}/nginx.pid;
 error_log {prefix}/error.log warn;
 events {{ worker_connections 8192; }}
 http {{
-  access_log off;
+{access_log}
   sendfile on;
   tcp_nopush on;
   keepalive_requests 100000;
@@ -56,15 +58,21 @@ def ensure_nginx() -> str:
 
 
 class Nginx:
-    def __init__(self, webroot: Path, port: int, prefix: Path) -> None:
+    def __init__(self, webroot: Path, port: int, prefix: Path, access_log: Path | None = None) -> None:
         self.webroot, self.port, self.prefix = webroot.resolve(), port, prefix.resolve()
+        # The observer's log (bench/observer.py): off unless asked for, so other benches' figures stay as they were.
+        self.access_log = access_log.resolve() if access_log else None
         self.proc: subprocess.Popen | None = None
 
     def __enter__(self) -> Nginx:
         binary = ensure_nginx()
         self.prefix.mkdir(parents=True, exist_ok=True)
         conf = self.prefix / "nginx.conf"
-        conf.write_text(CONFIG.format(prefix=self.prefix, webroot=self.webroot, listens=self._listens()))
+        log = "  access_log off;"
+        if self.access_log is not None:
+            log = f"  log_format observer '{NGINX_LOG_FORMAT}';\n  access_log {self.access_log} observer;"
+        conf.write_text(CONFIG.format(prefix=self.prefix, webroot=self.webroot, listens=self._listens(),
+                                      access_log=log))
         self.proc = subprocess.Popen([binary, "-c", str(conf), "-p", str(self.prefix)])
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import ssl
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -66,6 +67,49 @@ def _check_network(value: str) -> str:
     return value
 
 
+def _check_ca_file(value: str) -> str:
+    # Loaded here, so a missing or non-PEM bundle stops the command with the key named, before any fetch.
+    if value:
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=value)
+        except FileNotFoundError:
+            raise ValueError("no such file") from None
+        except (ssl.SSLError, OSError) as exc:
+            raise ValueError(f"not a readable PEM bundle of CA certificates ({exc.__class__.__name__})") from None
+    return value
+
+
+class TlsConfig(Section):
+    verify: bool = True
+    ca_file: Annotated[str, AfterValidator(_check_ca_file)] = ""
+
+
+_PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
+
+
+def check_proxy_url(value: str) -> str:
+    if value:
+        scheme, sep, rest = value.partition("://")
+        if not sep or scheme.lower() not in _PROXY_SCHEMES or not rest.strip("/"):
+            raise ValueError("expected a proxy URL like http://host:3128, https://host:3129 or socks5://host:1080")
+    return value
+
+
+def check_bypass_entry(value: str) -> str:
+    entry = value.strip()
+    if not entry or any(c in entry for c in " /:") and not _is_network(entry):
+        raise ValueError("expected a host name (example.com also covers its subdomains), an address or a network")
+    return entry
+
+
+def _is_network(value: str) -> bool:
+    try:
+        ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        return False
+    return True
+
+
 class HttpConfig(Section):
     agent_name: str = Field("crawler", min_length=1)
     user_agent: str = ""
@@ -76,6 +120,10 @@ class HttpConfig(Section):
     private_allowlist: list[Annotated[str, AfterValidator(_check_network)]] = []
     resolve: dict[str, str] = {}
     dns: DnsConfig = DnsConfig()
+    tls: TlsConfig = TlsConfig()
+    proxy: Annotated[str, AfterValidator(check_proxy_url)] = ""
+    proxy_bypass: list[Annotated[str, AfterValidator(check_bypass_entry)]] = []
+    trust_env: bool = False
 
     @property
     def effective_user_agent(self) -> str:
@@ -128,7 +176,7 @@ class DbConfig(Section):
     retry_interval: Duration = 86400.0
     max_retries: int = Field(3, ge=0)
     ignore_external_links: bool = False
-    max_outlinks: int = Field(100, ge=0)
+    max_outlinks: int = Field(5000, ge=0)  # 0 = no cap
     schedule: Literal["fixed", "adaptive"] = "fixed"
     min_interval: Duration = 3600.0
     inc_rate: float = Field(0.4, ge=0.0, le=1.0)
@@ -146,12 +194,29 @@ def _check_filter_rule(rule: str) -> str:
     return rule
 
 
+def _check_param_pattern(pattern: str) -> str:
+    if not pattern or any(c in pattern for c in "&=;/# \t"):
+        raise ValueError("a parameter name or fnmatch glob (*, ?, [...]), without & = ; / # or spaces")
+    return pattern
+
+
+# Query parameters the normalizer removes by default: each only tracks a visit or carries a session,
+# and a server answers the same page without it (why each is here: config.yaml).
+DEFAULT_DROP_PARAMS = [
+    "utm_*", "gclid", "gclsrc", "dclid", "gbraid", "wbraid", "_ga", "_gl", "srsltid", "fbclid", "msclkid",
+    "twclid", "ttclid", "yclid", "igshid", "mc_cid", "mc_eid", "_hsenc", "_hsmi",
+    "jsessionid", "phpsessid", "aspsessionid*", "sessionid", "cfid", "cftoken",
+]
+
+
 class UrlsConfig(Section):
     filters: list[Annotated[str, AfterValidator(_check_filter_rule)]] = []
     max_length: int = Field(2048, ge=1)
     max_segment_repeats: int = Field(3, ge=0)  # spider traps like /a/b/a/b/a/b/a/b/; 0 = no limit
     max_path_depth: int = Field(20, ge=0)  # path segments a URL may have (Heritrix's default); 0 = no limit
     schemes: list[str] = ["http", "https"]
+    collapse_slashes: bool = True  # '/p//0.html' is '/p/0.html', as nginx and Apache serve it
+    drop_params: list[Annotated[str, AfterValidator(_check_param_pattern)]] = DEFAULT_DROP_PARAMS
 
 
 class TrapsConfig(Section):
@@ -238,6 +303,12 @@ class ParseConfig(Section):
     processes: int = Field(0, ge=0)
 
 
+class SitemapConfig(Section):
+    # URLs kept of one sitemap (or sitemap index) file; 0 = no cap. The parser reads at most the protocol's
+    # 50000 entries of a file (crawler.parsers.sitemap.MAX_ENTRIES), so a higher cap would promise what it cannot.
+    max_urls: int = Field(50_000, ge=0, le=50_000)
+
+
 class StorageConfig(Section):
     # Read only when crawl_dir is s3://bucket/prefix (docs/scale-out.md, Storage); credentials come from the AWS env vars.
     endpoint: str = ""  # e.g. http://127.0.0.1:9000 for MinIO; empty = AWS_ENDPOINT_URL, else AWS itself
@@ -263,6 +334,7 @@ class CrawlerConfig(Section):
     jobs: JobsConfig = JobsConfig()
     spark: SparkConfig = SparkConfig()
     parse: ParseConfig = ParseConfig()
+    sitemap: SitemapConfig = SitemapConfig()
     storage: StorageConfig = StorageConfig()
 
     @property

@@ -14,6 +14,7 @@ import contextlib
 import mimetypes
 import os
 import signal
+import ssl
 import sys
 import time
 from dataclasses import dataclass
@@ -55,7 +56,9 @@ def parse_redirects(text: str) -> dict[str, tuple[str, int]]:
 
 
 class SiteServer:
-    def __init__(self, root: Path, host: str = "127.0.0.1", port: int = 0, *, delay: float = 0.0) -> None:
+    def __init__(self, root: Path, host: str = "127.0.0.1", port: int = 0, *, delay: float = 0.0,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        self.ssl_context = ssl_context  # serve HTTPS with this context (tests: a trustme certificate)
         self.root = Path(root).resolve()
         self.host = host
         self.port = port
@@ -76,10 +79,10 @@ class SiteServer:
         # access_log=None: the request log lives in self.requests; stdout/stderr stay quiet.
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.ssl_context)
         await site.start()
         self.port = self._runner.addresses[0][1]
-        self.base_url = f"http://{self.host}:{self.port}"
+        self.base_url = f"{'https' if self.ssl_context else 'http'}://{self.host}:{self.port}"
 
     async def stop(self) -> None:
         if self._runner is not None:

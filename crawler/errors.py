@@ -10,6 +10,8 @@
     ├── FetchError(url)      raised inside protocols only; the worker turns it into a status
     │   ├── DnsError
     │   ├── ConnectError
+    │   ├── TlsError         TLS handshake or certificate verification failed
+    │   ├── ProxyError       the proxy could not be reached or refused the tunnel
     │   ├── FetchTimeout     (also a TimeoutError)
     │   ├── BlockedAddress   private / loopback / link-local address refused
     │   └── ProtocolViolation
@@ -55,6 +57,11 @@ class FetchError(CrawlerError):
         super().__init__(message)
         self.url = url
 
+    @property
+    def summary(self) -> str:
+        """The kind, plus the detail a user needs when the kind alone does not say what to mend."""
+        return self.kind
+
 
 class DnsError(FetchError):
     kind = "dns"
@@ -62,6 +69,21 @@ class DnsError(FetchError):
 
 class ConnectError(FetchError):
     kind = "connect"
+
+
+class TlsError(FetchError):
+    """The message is OpenSSL's own words (``self-signed certificate``, ``certificate has expired``...):
+    they are what a user searches for, and what names the certificate to mend or to trust."""
+
+    kind = "tls"
+
+    @property
+    def summary(self) -> str:
+        return f"{self.kind}: {self}"
+
+
+class ProxyError(FetchError):
+    kind = "proxy"
 
 
 class FetchTimeout(FetchError, TimeoutError):

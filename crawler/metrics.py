@@ -23,6 +23,7 @@ from crawler.fetcher.events import FetchDone, FetchProgress
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics", "status_label"]
 
 FETCH_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+OVER_CAP_LABELS = {"outlinks": "db.max_outlinks", "sitemap_urls": "sitemap.max_urls"}  # UpdateReport.over_cap keys
 CYCLE_BUCKETS = (1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 21600, 86400)
 
 
@@ -52,6 +53,10 @@ class Metrics:
         self.db_pages = Gauge("crawler_webdb_pages", "URLs in the live webdb version, by status", ["status"],
                               registry=r)
         self.db_version = Gauge("crawler_webdb_version", "Number of the live webdb version", registry=r)
+        self.over_cap = Counter("crawler_outlinks_over_cap_total", "Outlinks updatedb did not queue because of a cap, "
+                                "by the key that cut them (db.max_outlinks, sitemap.max_urls)", ["cap"], registry=r)
+        for cap in OVER_CAP_LABELS.values():
+            self.over_cap.labels(cap)  # shown at 0 from the start: a cut is what a dashboard looks for
         self.cycles = Counter("crawler_cycles_total", "Crawl cycles, by outcome (done, idle, failed, stopped)",
                               ["outcome"], registry=r)
         self.cycle_seconds = Histogram("crawler_cycle_duration_seconds", "Duration of a whole crawl cycle",
@@ -98,6 +103,12 @@ class Metrics:
             self.cycle_seconds.observe(seconds)
         for phase, spent in phases.items():
             self.phase_seconds.labels(phase).observe(spent)
+
+    def outlinks_cut(self, over_cap: Mapping[str, int]) -> None:
+        """One updatedb's ``UpdateReport.over_cap``."""
+        for key, cap in OVER_CAP_LABELS.items():
+            if over_cap.get(key):
+                self.over_cap.labels(cap).inc(over_cap[key])
 
     def webdb(self, version: int, by_status: Mapping[str, int]) -> None:
         self.db_version.set(version)

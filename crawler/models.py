@@ -115,3 +115,7 @@ PARSE_DATA = pa.schema(
         ("metadata", pa.map_(pa.string(), pa.string())),
     ]
 )
+# parse_data metadata key: how many of the last outlinks are robots.txt Sitemap: URLs the fetcher appended
+# (fetcher/records.add_robots_sitemaps). Their anchor, "sitemap", may also be a page's own link text, so
+# updatedb tells them by this count: it never cuts them.
+ROBOTS_SITEMAPS = "robots_sitemaps"

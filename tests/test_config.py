@@ -59,6 +59,8 @@ class TestLoad:
             ("http:\n  content_limit: huge\n", "http.content_limit = 'huge': expected a size"),
             ("fetcher:\n  queue_mode: planet\n", "fetcher.queue_mode = 'planet'"),
             ("fetcher: [1, 2\n", "not valid YAML"),
+            ("sitemap:\n  max_urls: 60000\n", "sitemap.max_urls = 60000"),
+            ("db:\n  max_outlinks: -1\n", "db.max_outlinks = -1"),
         ],
     )
     def test_errors_name_the_key_and_value(self, tmp_path, yaml_text, needle):

@@ -36,14 +36,18 @@ class BenchSpider(scrapy.Spider):
 
 if __name__ == "__main__":
     seeds_file, out, concurrency = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    # Optional: a download delay and requests per domain (bench/manyhosts.py's polite web); else compare.py's.
+    delay = float(sys.argv[4]) if len(sys.argv) > 4 else 0
+    per_domain = int(sys.argv[5]) if len(sys.argv) > 5 else 2
     with open(seeds_file) as fh:
         seeds = [line.strip() for line in fh if line.strip()]
     process = CrawlerProcess(
         settings={
             "ROBOTSTXT_OBEY": True,
             "CONCURRENT_REQUESTS": concurrency,
-            "CONCURRENT_REQUESTS_PER_DOMAIN": 2,
-            "DOWNLOAD_DELAY": 0,
+            "CONCURRENT_REQUESTS_PER_DOMAIN": per_domain,
+            "DOWNLOAD_DELAY": delay,
+            "DOWNLOAD_DELAY_JITTER": 0,  # the delay as a floor, as the crawler's min_delay
             "AUTOTHROTTLE_ENABLED": False,
             "COOKIES_ENABLED": False,
             "TELNETCONSOLE_ENABLED": False,

@@ -14,8 +14,10 @@ from crawler.errors import CrawlerError, FetchError, UsageError
 from crawler.fetcher.robots import parse_robots
 from crawler.parsers.base import ParseResult
 from crawler.parsers.dispatch import ParserDispatch, mime_of
+from crawler.parsers.sitemap import KINDS as SITEMAP_KINDS
 from crawler.protocols.base import PROTOCOLS, Response
-from crawler.urls.normalize import InvalidUrl, normalize
+from crawler.urls.filters import UrlFilters
+from crawler.urls.normalize import InvalidUrl, Normalizer
 
 
 def _read(path: str) -> bytes:
@@ -51,6 +53,7 @@ def _parse_json(parse: ParseResult, content_type: str | None) -> dict:
 
 async def _fetch_following(cfg: CrawlerConfig, url: str) -> Response:
     protocol = PROTOCOLS.load(url.split(":", 1)[0])(cfg)
+    normalize = Normalizer.from_config(cfg).normalize
     try:
         for _ in range(cfg.http.max_redirects + 1):
             response = await protocol.fetch(url)
@@ -65,6 +68,7 @@ async def _fetch_following(cfg: CrawlerConfig, url: str) -> Response:
 
 def cmd_parse_check(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
     dispatch = ParserDispatch(cfg)
+    normalize = Normalizer.from_config(cfg).normalize
     headers: list[tuple[str, str]] = []
     if args.base is not None:
         try:
@@ -87,8 +91,20 @@ def cmd_parse_check(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
     parse = dispatch.parse(body, base, content_type, headers=headers)
     # The type the parser was chosen by: the bytes overrule a missing or lying header.
     shown_type = parse.metadata.get("content_type") or mime_of(content_type) or None
-    print(json.dumps(_parse_json(parse, shown_type), ensure_ascii=False))
+    shown = _parse_json(parse, shown_type)
+    shown["outlinks_over_cap"] = _over_cap(cfg, parse, base)
+    print(json.dumps(shown, ensure_ascii=False))
     return 0
+
+
+def _over_cap(cfg: CrawlerConfig, parse: ParseResult, base: str) -> int:
+    """How many of the outlinks updatedb would not queue because of db.max_outlinks (sitemap.max_urls for a
+    sitemap): those past the cap among the ones urls.* and db.ignore_external_links keep, as updatedb counts."""
+    cap = cfg.sitemap.max_urls if parse.metadata.get("sitemap") in SITEMAP_KINDS else cfg.db.max_outlinks
+    if not cap or len(parse.outlinks) <= cap:
+        return 0
+    filters = UrlFilters(cfg.urls, ignore_external=cfg.db.ignore_external_links)
+    return max(sum(filters.check(o.url, base) is None for o in parse.outlinks) - cap, 0)
 
 
 def cmd_robots_check(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
@@ -106,6 +122,7 @@ def cmd_robots_check(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
 
 
 def cmd_normalize_check(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
+    normalize = Normalizer.from_config(cfg).normalize  # urls.* and the enabled protocols, not urls.filters
     base = args.base
     if base is not None:
         try:

@@ -11,6 +11,7 @@ from crawler.config import CrawlerConfig
 from crawler.errors import CrawlerError, UsageError
 from crawler.jobs import readdb, readseg
 from crawler.segments.layout import open_segment
+from crawler.urls.normalize import Normalizer
 
 
 def _print_json(obj: object) -> None:
@@ -28,6 +29,9 @@ def _stats_text(stats: dict) -> str:
     for key in ("hosts", "due_now", "links"):
         if key in stats:
             lines.append(f"  {key:<14} {stats[key]}")
+    if cut := stats.get("over_cap"):
+        lines.append(f"  over cap       {cut['outlinks']} outlinks (db.max_outlinks), {cut['sitemap_urls']} sitemap URLs "
+                     f"(sitemap.max_urls), on {cut['pages']} pages: never queued")
     return "\n".join(lines)
 
 
@@ -69,7 +73,7 @@ def cmd_readseg(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
         readseg.dump_segment(open_segment(args.dump), sys.stdout)
         return 0
     segment_path, url = args.get
-    record = readseg.get_record(open_segment(segment_path), url)
+    record = readseg.get_record(open_segment(segment_path), url, normalizer=Normalizer.from_config(cfg))
     if record is None:
         raise CrawlerError(f"readseg: {url} is not in {segment_path}")
     _print_json(record)

@@ -414,6 +414,7 @@ class CrawlLoop:
     async def _after_fetch(self, cfg: CrawlerConfig, segment: Segment, number: int,
                            phases: dict[str, float]) -> dict[str, Any]:
         update, merged = await self._phase("updatedb", phases, self._updatedb, cfg, segment.name)
+        self.metrics.outlinks_cut(update.over_cap)
         invert = optional_job("invertlinks")
         if invert is not None:
             await self._phase("invertlinks", phases, self._invertlinks, cfg, invert, segment.name)

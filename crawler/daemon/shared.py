@@ -34,6 +34,7 @@ from crawler.fetcher.robots import RobotsCache
 from crawler.protocols.pool import ProtocolPool
 from crawler.segments.layout import Segment
 from crawler.urls.filters import UrlFilters
+from crawler.urls.normalize import Normalizer
 
 
 def fetchlist_urls(segment: Segment) -> Iterator[str]:
@@ -54,7 +55,8 @@ class FetchShared:
         # As a fetch's own cache: robots.txt may redirect across hosts, and check() without a source
         # applies no ignore_external_links.
         self.robots = RobotsCache(self.protocols.protocol_for, log, agent=cfg.http.agent_name,
-                                  ttl=cfg.robots.cache_ttl, url_filter=filters.check)
+                                  ttl=cfg.robots.cache_ttl, url_filter=filters.check,
+                                  normalize=Normalizer.from_config(cfg).normalize)
 
     def fetcher_kwargs(self) -> dict[str, Any]:
         return {"politeness": self.politeness, "robots": self.robots, "held": self.held}

@@ -162,6 +162,10 @@ class FetchQueues:
         """The dispatched entry's request starts now."""
         self.politeness.started(hq.state)
 
+    def restamp(self, hq: HostQueue) -> None:
+        """The started request's connection is ready only now (a new one): count its start from here."""
+        self.politeness.note_start(hq.state, self.clock())
+
     def note_start(self, hq: HostQueue, at: float) -> None:
         self.politeness.note_start(hq.state, at)
 

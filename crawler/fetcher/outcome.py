@@ -26,7 +26,10 @@ def status_for_http(code: int, has_location: bool) -> FetchStatus:
 
 
 def status_for_error(kind: str) -> FetchStatus:
-    """Network trouble is worth another try; a refused address or a broken protocol is not."""
+    """Network trouble is worth another try; a refused address or a broken protocol is not.
+
+    ``tls`` retries too: a site may mend or renew its certificate, and ``http.tls.ca_file`` may be set
+    before the next round; so does ``proxy`` (the egress proxy down or refusing the tunnel)."""
     if kind in ("blocked_address", "unsupported_scheme"):
         return FetchStatus.FAILED
     return FetchStatus.RETRY

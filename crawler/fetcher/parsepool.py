@@ -43,7 +43,7 @@ from typing import Any
 
 from crawler.config import CrawlerConfig
 from crawler.errors import CrawlerError
-from crawler.fetcher.records import body_digest, parse_rows
+from crawler.fetcher.records import add_robots_sitemaps, body_digest, parse_rows
 from crawler.parsers.dispatch import ParserDispatch
 from crawler.protocols.base import Response
 from crawler.segments.writer import as_served, http_records, write_part
@@ -103,17 +103,18 @@ def _page_job(key: int, url: str, response: Response, content_type: str | None, 
     r = response
     same = r.body is r.raw_body
     meta = (r.url, r.status, r.reason, r.headers, r.truncated, r.http_version, r.request_headers, r.peer_ip,
-            r.elapsed)
+            r.elapsed, r.raw_truncated)
     bodies = [r.raw_body] if same else [r.raw_body, r.body if parse or not r.body else b""]
     return _job_frames(("page", key, url, meta, content_type, parse, sitemaps), bodies)
 
 
 def _page_response(meta: tuple[Any, ...], bodies: tuple[bytes, ...]) -> Response:
-    url, status, reason, headers, truncated, http_version, request_headers, peer_ip, elapsed = meta
+    url, status, reason, headers, truncated, http_version, request_headers, peer_ip, elapsed, raw_truncated = meta
     raw_body = bodies[0]
     return Response(url=url, status=status, reason=reason, headers=headers, raw_body=raw_body,
                     body=bodies[1] if len(bodies) > 1 else raw_body, truncated=truncated,
-                    http_version=http_version, request_headers=request_headers, peer_ip=peer_ip, elapsed=elapsed)
+                    http_version=http_version, request_headers=request_headers, peer_ip=peer_ip, elapsed=elapsed,
+                    raw_truncated=raw_truncated)
 
 
 def _parse_worker(cfg: CrawlerConfig, jobs: Connection, replies: Connection, writer: Connection) -> None:
@@ -157,7 +158,7 @@ def _job(dispatch: ParserDispatch, job: tuple[Any, ...], to_writer: list[tuple[i
             except CrawlerError as exc:  # the page is archived all the same, without parse rows
                 error = str(exc)
             if status == "success" and sitemaps:
-                parse_data["outlinks"] += [{"url": u, "anchor": "sitemap"} for u in sitemaps]
+                add_robots_sitemaps(parse_data, sitemaps)
         to_writer.append((key, archived(response), parse_text, parse_data))
         return key, (status, digest, error), None
     except Exception as exc:  # noqa: BLE001 - the fetch process handles it as if raised there

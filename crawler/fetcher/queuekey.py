@@ -14,8 +14,7 @@ from __future__ import annotations
 import typing
 
 from crawler.config import CrawlerConfig
-from crawler.errors import FetchError
-from crawler.protocols.dns import PolicyResolver
+from crawler.protocols.dns import PolicyResolver, address_of
 from crawler.urls.domain import registered_domain
 
 
@@ -52,11 +51,7 @@ class IpKey:
         self.resolver = PolicyResolver(cfg.http)
 
     async def key(self, host: str) -> str:
-        try:
-            results = await self.resolver.lookup(host)
-        except FetchError:
-            return host
-        return results[0]["host"] if results else host
+        return await address_of(self.resolver, host)
 
     async def aclose(self) -> None:
         await self.resolver.close()

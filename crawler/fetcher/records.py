@@ -7,7 +7,7 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from crawler.models import FetchStatus
+from crawler.models import ROBOTS_SITEMAPS, FetchStatus
 from crawler.parsers.base import ParseResult
 from crawler.protocols.base import Response
 
@@ -57,6 +57,12 @@ def fetch_row(
 
 def body_digest(body: bytes) -> str:
     return hashlib.md5(body).hexdigest()
+
+
+def add_robots_sitemaps(parse_data: dict[str, Any], sitemaps: list[str]) -> None:
+    """Append a host's robots.txt Sitemap: URLs to a parse_data row as outlinks (anchor "sitemap"), marked as such."""
+    parse_data["outlinks"] += [{"url": u, "anchor": "sitemap"} for u in sitemaps]
+    parse_data["metadata"].append((ROBOTS_SITEMAPS, str(len(sitemaps))))
 
 
 def parse_rows(url: str, parse: ParseResult) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -30,7 +30,7 @@ from typing import Any
 
 from crawler.config import CrawlerConfig
 from crawler.fetcher.known import KnownFetched, url_hash
-from crawler.urls.normalize import host_of, normalize
+from crawler.urls.normalize import Normalizer, host_of
 
 try:  # URL filters land with the URL work; until then every normalized target passes.
     from crawler.urls.filters import UrlFilters
@@ -114,6 +114,7 @@ class RecentKeys:
 class RedirectPolicy:
     def __init__(self, cfg: CrawlerConfig, held: HeldUrls | None = None, segment: str = "") -> None:
         self.max_redirects = cfg.http.max_redirects
+        self.normalize = Normalizer.from_config(cfg).normalize
         urls_cfg = getattr(cfg, "urls", None)
         self.filters = (UrlFilters(urls_cfg, ignore_external=cfg.db.ignore_external_links)
                         if UrlFilters is not None and urls_cfg is not None else None)
@@ -147,7 +148,7 @@ class RedirectPolicy:
 
     def target(self, location: str | None, base: str) -> str:
         """The normalized absolute target; raises crawler.urls.normalize.InvalidUrl."""
-        return normalize(location or "", base=base)
+        return self.normalize(location or "", base=base)
 
     def hop(self, entry: dict[str, Any], target: str) -> tuple[dict[str, Any] | None, str]:
         """The entry for fetching ``target`` next, or None and the reason it is not followed."""

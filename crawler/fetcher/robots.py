@@ -35,7 +35,7 @@ from protego import Protego
 
 from crawler.errors import BlockedAddress, FetchError
 from crawler.fetcher.outcome import retry_after_seconds
-from crawler.protocols.base import Protocol
+from crawler.protocols.base import Protocol, request_ready
 from crawler.urls.normalize import InvalidUrl, normalize
 
 MAX_ROBOTS_BYTES = 500 * 1024
@@ -52,6 +52,7 @@ class RobotsRules:
     # counts it as a request start of the host's queue (DESIGN: never two starts closer than the delay).
     requested_at: float | None = None
     retry_after: float | None = None  # seconds a 429/503 on robots.txt asked the queue to wait
+    error_kind: str | None = None  # the FetchError kind when robots.txt could not be fetched at all
 
     def allowed(self, url: str, agent: str) -> bool:
         if self.unavailable:
@@ -68,9 +69,10 @@ class RobotsRules:
 
 
 def parse_robots(body: bytes) -> RobotsRules:
-    text = body[:MAX_ROBOTS_BYTES].decode("utf-8", errors="replace")
+    from crawler.fetcher.robotstxt import parse_robotstxt  # Protego with its RFC 9309 departures set right
+
     try:
-        parser = Protego.parse(text)
+        parser = parse_robotstxt(body[:MAX_ROBOTS_BYTES])
         return RobotsRules(parser=parser, reason="parsed", sitemaps=list(parser.sitemaps))
     except Exception as exc:  # noqa: BLE001 - a robots file we cannot read must not stop the host
         return RobotsRules(reason=f"unparsable robots.txt, allowing all ({exc.__class__.__name__})")
@@ -105,9 +107,11 @@ class RobotsCache:
                  ttl: float = 86400.0, max_entries: int = 50_000,
                  clock: Callable[[], float] = time.monotonic,
                  url_filter: Callable[[str], str | None] | None = None,
-                 remembered: Remembered | None = None) -> None:
+                 remembered: Remembered | None = None,
+                 normalize: Callable[..., str] = normalize) -> None:
         self.protocol_for = protocol_for
         self.url_filter = url_filter  # None if a redirect target may be fetched, else the reason it may not
+        self.normalize = normalize  # the crawl's normalizer (urls.*), for redirect targets
         self.agent = agent
         self.log = log
         self.ttl = ttl
@@ -179,19 +183,25 @@ class RobotsCache:
             try:
                 protocol = self.protocol_for(target)
                 starts.append(time.monotonic())
-                response = await protocol.fetch(target, limit=MAX_ROBOTS_BYTES)
+                # Counted from when its connection is ready, as the server sees it (request_ready).
+                ready = request_ready.set(lambda: starts.__setitem__(-1, time.monotonic()))
+                try:
+                    response = await protocol.fetch(target, limit=MAX_ROBOTS_BYTES)
+                finally:
+                    request_ready.reset(ready)
             except BlockedAddress as exc:
                 # Not "unreachable": the URLs themselves are refused the same way, and fail for good.
                 return RobotsRules(reason=f"robots.txt not fetched: {exc}")
             except FetchError as exc:
-                return RobotsRules(unavailable=True, reason=f"robots.txt unreachable: {exc.kind}")
+                return RobotsRules(unavailable=True, reason=f"robots.txt unreachable: {exc.summary}",
+                                   error_kind=exc.kind)
             status = response.status
             if 200 <= status < 300:
                 return parse_robots(response.body)
             if status in (301, 302, 303, 307, 308):
                 location = response.header("Location")
                 try:
-                    target = normalize(location or "", base=target)
+                    target = self.normalize(location or "", base=target)
                 except InvalidUrl:
                     return RobotsRules(reason=f"robots.txt redirect to an invalid URL ({status}), allowing all")
                 rejected = self.url_filter(target) if self.url_filter is not None else None

@@ -19,6 +19,7 @@ import logging
 import time
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -35,21 +36,21 @@ from crawler.fetcher.politeness import Politeness
 from crawler.fetcher.politeness_file import politeness_path
 from crawler.fetcher.progress import Counters, ProgressReporter, use_progress_bar
 from crawler.fetcher.queuekey import queue_key_for
-from crawler.fetcher.records import body_digest, fetch_row
+from crawler.fetcher.records import add_robots_sitemaps, body_digest, fetch_row
 from crawler.fetcher.redirects import HeldUrls, RedirectPolicy, listed_hashes
 from crawler.fetcher.resume import OUTPUTS, clear_leftovers, committed_urls
 from crawler.fetcher.robots import Remembered, RobotsCache, RobotsRules, origin_of
 from crawler.fsutil import atomic_write_text
 from crawler.models import FetchStatus
 from crawler.parsers.dispatch import ParserDispatch
-from crawler.protocols.base import Response
+from crawler.protocols.base import Response, request_ready
 from crawler.protocols.pool import ProtocolPool
 from crawler.segments.layout import Segment
 from crawler.segments.writer import PartitionWriter
 from crawler.urls.normalize import InvalidUrl
 
 # Failures that say "this host is in trouble" (they count towards max_exceptions_per_queue).
-_HOST_FAILURES = ("dns", "connect", "timeout")
+_HOST_FAILURES = ("dns", "connect", "timeout", "tls")
 _BACKOFF_STATUSES = (429, 503)
 
 
@@ -103,7 +104,8 @@ class Fetcher:
         # robots.txt may redirect across hosts (RFC 9309), so db.ignore_external_links does not apply to it.
         self.robots = robots if robots is not None else RobotsCache(
             self.protocol_for, self.log, agent=cfg.http.agent_name, ttl=cfg.robots.cache_ttl,
-            url_filter=filters.check if filters is not None else None, remembered=robots_memory)
+            url_filter=filters.check if filters is not None else None, remembered=robots_memory,
+            normalize=self.redirects.normalize)
         # crawl's next round starts from this fetch's settled robots.txt answers (updated when it ends).
         self._robots_memory = robots_memory
         self.parse_pool = parse_pool if cfg.fetcher.parse else None
@@ -313,6 +315,7 @@ class Fetcher:
             return
         self.queues.start(hq)
         ticket.started = True
+        ready = request_ready.set(partial(self.queues.restamp, hq))  # the start the server sees
         try:
             response = await protocol.fetch(url, self._conditional_headers(entry))
         except FetchError as exc:
@@ -323,6 +326,8 @@ class Fetcher:
             if exc.kind in _HOST_FAILURES:
                 self._host_failed(hq, exc.kind)
             return
+        finally:
+            request_ready.reset(ready)
         self.queues.adapt(hq, response.elapsed)
         if response.status in _BACKOFF_STATUSES:
             self._slow_down(hq, response)
@@ -341,7 +346,14 @@ class Fetcher:
             self.queues.note_start(hq, rules.requested_at)  # robots.txt was a request start of this queue
         if rules.unavailable:
             # Disallow all until a later round; waiting out the delay for each entry would gain nothing.
-            self._drop(entry, rules.reason)
+            if rules.error_kind is not None:
+                # The origin's one failure (tls, connect, ...) counts once, with its kind, in the metrics.
+                self.counters.errors[rules.error_kind] = self.counters.errors.get(rules.error_kind, 0) + 1
+                self.report.dropped[rules.reason] = self.report.dropped.get(rules.reason, 0) + 1
+                self._record(entry, fetch_row(entry, FetchStatus.RETRY, reason=rules.reason),
+                             error_kind=rules.error_kind)
+            else:
+                self._drop(entry, rules.reason)
             self.queues.block_origin(hq, origin, rules.reason)
             if rules.retry_after is not None:
                 self._retry_after(hq, rules.retry_after)
@@ -427,7 +439,7 @@ class Fetcher:
             else:
                 if parse_status == "success" and rules.sitemaps:
                     # robots.txt Sitemap: lines reach updatedb as outlinks of the host's first parsed page.
-                    parse_data["outlinks"] += [{"url": u, "anchor": "sitemap"} for u in rules.sitemaps]
+                    add_robots_sitemaps(parse_data, rules.sitemaps)
                     rules.sitemaps = []
         self._record(entry, row, response, parse_text, parse_data, stored=stored)
         if hop is not None:

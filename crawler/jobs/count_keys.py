@@ -4,19 +4,21 @@ Each mode maps the distinct hosts of the due pages to their counting key; genera
 joins that small table onto the pages, so the per-key limit stays one SQL window.
 ``domain`` uses the public suffix list bundled with ``publicsuffixlist`` (never
 fetched over the network): ``a.example.co.uk`` and ``b.example.co.uk`` count as
-``example.co.uk``. ``ip`` pins names through ``http.resolve`` first, resolves
-the rest once each (a name that does not resolve counts by itself), so hosts
-sharing a server share its limit.
+``example.co.uk``. ``ip`` resolves each host once through the fetcher's resolver
+(``http.resolve`` pins first; a name that does not resolve counts by itself), so
+hosts sharing a server share its limit, grouped exactly as ``fetcher.queue_mode: ip``
+queues them.
 """
 
 from __future__ import annotations
 
-import socket
+import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from crawler.config import CrawlerConfig
-from crawler.urls.domain import is_ip, registered_domain
+from crawler.protocols.dns import PolicyResolver, address_of
+from crawler.urls.domain import registered_domain
 
 CountKey = Callable[[list[str], CrawlerConfig], list[str]]
 
@@ -29,22 +31,18 @@ def _by_domain(hosts: list[str], cfg: CrawlerConfig) -> list[str]:
     return [registered_domain(h) for h in hosts]
 
 
-def _resolve(host: str) -> str:
-    try:
-        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    except (OSError, UnicodeError):
-        return host
-    return str(infos[0][4][0]) if infos else host
-
-
 def _by_ip(hosts: list[str], cfg: CrawlerConfig) -> list[str]:
-    pins = cfg.http.resolve
-    keys = {h: (h.strip("[]") if is_ip(h) else pins.get(h)) for h in hosts}
-    unknown = [h for h, key in keys.items() if key is None]
-    if unknown:
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            keys.update(zip(unknown, pool.map(_resolve, unknown), strict=True))
-    return [str(keys[h]) for h in hosts]
+    # The fetcher's resolver (crawler/protocols/dns.py): http.resolve pins, the cache with its negative
+    # entries and the lookup cap, so generate counts hosts by the same address ``queue_mode: ip`` queues by.
+    async def keys() -> list[str]:
+        resolver = PolicyResolver(cfg.http)
+        try:
+            return list(await asyncio.gather(*(address_of(resolver, h.strip("[]")) for h in hosts)))
+        finally:
+            await resolver.close()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:  # a loop of its own, whether or not the caller runs one
+        return pool.submit(asyncio.run, keys()).result()
 
 
 COUNT_KEYS: dict[str, CountKey] = {"host": _by_host, "domain": _by_domain, "ip": _by_ip}

@@ -29,7 +29,7 @@ from crawler.jobs.engine import DuckEngine, first_line, open_engine, sql_literal
 from crawler.models import LINKS, PAGES, DbStatus
 from crawler.segments.layout import part_name
 from crawler.urls.filters import UrlFilters
-from crawler.urls.normalize import InvalidUrl, host_of, normalize
+from crawler.urls.normalize import PLAIN, InvalidUrl, Normalizer, host_of
 from crawler.webdb.store import Version, VersionedStore
 
 
@@ -56,10 +56,12 @@ def _shown(url: str) -> str:
     return url if len(url) <= 300 else f"{url[:300]}... ({len(url)} characters)"
 
 
-def read_seeds(path: Path, log: Any, filters: UrlFilters | None = None) -> tuple[dict[str, str], int, int]:
+def read_seeds(path: Path, log: Any, filters: UrlFilters | None = None,
+               normalizer: Normalizer = PLAIN) -> tuple[dict[str, str], int, int]:
     """Normalized seed URLs (url -> host, first occurrence wins), the number of invalid and of filtered lines."""
     seeds: dict[str, str] = {}
     rejected = filtered = 0
+    normalize = normalizer.normalize
     for file in seed_files(path):
         with open(file, encoding="utf-8", errors="replace") as fh:
             for number, raw in enumerate(fh, start=1):
@@ -97,7 +99,7 @@ def link_parts(source: Path, dest: Path) -> list[Path]:
 
 
 def inject(cfg: CrawlerConfig, path: Path, log: Any) -> InjectReport:
-    seeds, rejected, filtered = read_seeds(Path(path), log, UrlFilters(cfg.urls))
+    seeds, rejected, filtered = read_seeds(Path(path), log, UrlFilters(cfg.urls), Normalizer.from_config(cfg))
     store = VersionedStore(cfg.crawl_path / "webdb")
     with store.lock():
         current = store.current()

@@ -28,8 +28,9 @@ from crawler.jobs.engine import (
     typed_columns,
     utc_naive,
 )
+from crawler.jobs.updatedb import add_over_cap
 from crawler.models import LINKS, PAGES, DbStatus
-from crawler.urls.normalize import InvalidUrl, normalize
+from crawler.urls.normalize import InvalidUrl, Normalizer
 from crawler.webdb.store import Version, VersionedStore
 
 BATCH_ROWS = 10_000
@@ -58,7 +59,8 @@ def _live(cfg: CrawlerConfig) -> Iterator[tuple[Version, duckdb.DuckDBPyConnecti
 
 def db_stats(cfg: CrawlerConfig, now: datetime | None = None) -> dict[str, Any]:
     """Version, URL count, count per status (every status, zeros too), score min/avg/max, hosts,
-    URLs due now (what generate could select, before per-host limits), link count."""
+    URLs due now (what generate could select, before per-host limits), link count, and the outlinks
+    the caps cut (``over_cap``: db.max_outlinks, sitemap.max_urls; totals over every merged segment)."""
     with _live(cfg) as (version, con, pages, links):
         counts = dict(con.execute(f"SELECT status, count(*) FROM {pages} GROUP BY status").fetchall())
         total, low, mean, high, hosts, due = con.execute(
@@ -78,6 +80,7 @@ def db_stats(cfg: CrawlerConfig, now: datetime | None = None) -> dict[str, Any]:
         "hosts": int(hosts),
         "due_now": int(due),
         "links": int(link_count),
+        "over_cap": add_over_cap(version.meta.get("over_cap"), {}),
     }
 
 
@@ -116,7 +119,7 @@ def dump_parquet(cfg: CrawlerConfig, out: Path, status: str | None = None) -> in
 def lookup(cfg: CrawlerConfig, url: str) -> dict[str, Any] | None:
     """The page of ``url`` (normalized first) as in the JSON dump, plus its ``inlinks`` count; None if unknown."""
     try:
-        key = normalize(url)
+        key = Normalizer.from_config(cfg).normalize(url)
     except InvalidUrl as exc:
         raise UsageError(f"{url}: not a valid URL ({exc})") from exc
     with _live(cfg) as (_, con, pages, links):

@@ -15,7 +15,7 @@ from crawler.config import CrawlerConfig
 from crawler.errors import UsageError, WebDbError
 from crawler.jobs.engine import connect, iter_dicts, parquet_source
 from crawler.jobs.invertlinks import INLINKS, inlink_parts, linkdb_store
-from crawler.urls.normalize import InvalidUrl, normalize
+from crawler.urls.normalize import InvalidUrl, Normalizer
 
 _GROUPED = """SELECT to_url AS url, list({{'from_url': from_url, 'anchor': anchor}} ORDER BY from_url) AS inlinks
               FROM {source} {where} GROUP BY to_url"""
@@ -31,7 +31,7 @@ def _source(cfg: CrawlerConfig) -> tuple[str, str]:
 def inlinks_of(cfg: CrawlerConfig, url: str) -> dict[str, Any]:
     """The record of ``url`` (normalized first); a URL nothing links to has an empty inlinks list."""
     try:
-        key = normalize(url)
+        key = Normalizer.from_config(cfg).normalize(url)
     except InvalidUrl as exc:
         raise UsageError(f"{url}: not a valid URL ({exc})") from exc
     where, source = _source(cfg)

@@ -29,7 +29,7 @@ from crawler.jobs.updatesegs import FETCHER_UPDATED
 from crawler.models import FETCHER, FETCHLIST, PARSE_DATA, PARSE_TEXT, FetchStatus
 from crawler.segments.check import damaged_parts
 from crawler.segments.layout import Segment, list_segments
-from crawler.urls.normalize import InvalidUrl, normalize
+from crawler.urls.normalize import PLAIN, InvalidUrl, Normalizer
 from crawler.webdb.store import VersionedStore
 
 BATCH_ROWS = 2_000
@@ -131,13 +131,14 @@ def dump_segment(seg: Segment, out: TextIO, jobs: JobsConfig | None = None) -> i
     return written
 
 
-def get_record(seg: Segment, url: str, jobs: JobsConfig | None = None) -> dict[str, Any] | None:
+def get_record(seg: Segment, url: str, jobs: JobsConfig | None = None,
+               normalizer: Normalizer = PLAIN) -> dict[str, Any] | None:
     """The dump object of one URL in ``seg`` (tried as given, then normalized), or None."""
     if not seg.parts("fetcher"):
         return None
     keys = [url]
     with contextlib.suppress(InvalidUrl):
-        keys.append(normalize(url))
+        keys.append(normalizer.normalize(url))
     with _engine(jobs or JobsConfig(), str(seg.path)) as con:
         for key in dict.fromkeys(keys):
             rows = list(iter_dicts(con.execute(_records_query(seg, "WHERE url = ?"), [key, key, key])))

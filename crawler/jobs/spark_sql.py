@@ -49,7 +49,9 @@ def _one_based_index(node: exp.Expression) -> exp.Expression:
 def _slice(node: exp.Expression) -> exp.Expression:
     if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and isinstance(node.expressions[0], exp.Slice):
         start, end = node.expressions[0].this, node.expressions[0].expression
-        length = exp.paren(exp.Add(this=exp.Sub(this=end.copy(), expression=start.copy()), expression=exp.Literal.number(1)))
+        # start in parentheses: l[n - k + 1:n] is n - (n - k + 1) + 1 long
+        length = exp.paren(exp.Add(this=exp.Sub(this=end.copy(), expression=exp.paren(start.copy())),
+                                   expression=exp.Literal.number(1)))
         return exp.Anonymous(this="SLICE", expressions=[node.this.copy(), start.copy(), length])
     return node
 

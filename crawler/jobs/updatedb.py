@@ -4,9 +4,11 @@ For every URL fetched in the given segments, the latest fetch record (by
 fetch_time) decides its new state through the status machine in
 ``webdb/transitions.py``. Pages found by the fetch become new ``unfetched``
 pages due now: the outlinks of successfully fetched pages (the first
-``db.max_outlinks`` in page order, only same-host ones under
-``db.ignore_external_links``, only those ``urls.*`` filters keep) and the
-targets of redirects.
+``db.max_outlinks`` distinct ones in page order, ``sitemap.max_urls`` of a
+sitemap's, plus every robots.txt Sitemap: URL the fetcher appended; only
+same-host ones under ``db.ignore_external_links``, only those ``urls.*``
+filters keep) and the targets of redirects. What the caps cut is counted:
+``updatedb.done`` and meta.json's ``over_cap`` (totals over merged segments).
 
 Scores follow OPIC (Abiteboul et al., as Nutch's OPICScoringFilter): each
 page fetched in these segments hands its score, divided by its number of kept
@@ -44,7 +46,8 @@ from crawler.jobs.engine import (
     utc_naive,
 )
 from crawler.jobs.progress import JobProgress
-from crawler.models import FETCHER, LINKS, PAGES, PARSE_DATA, DbStatus, FetchStatus
+from crawler.models import FETCHER, LINKS, PAGES, PARSE_DATA, ROBOTS_SITEMAPS, DbStatus, FetchStatus
+from crawler.parsers.sitemap import KINDS as SITEMAP_KINDS
 from crawler.segments.layout import Segment, part_name
 from crawler.urls.filters import check_sql_patterns, filter_sql
 from crawler.webdb.schedule import interval_sql
@@ -54,6 +57,10 @@ from crawler.webdb.transitions import render_sql
 # Host of a normalized URL, as crawler.urls.normalize.host_of computes it: after
 # "scheme://" and any "userinfo@", up to ":" or "/" (IPv6 literals keep brackets).
 _HOST_RE = r"^[^:/?#]+://(?:[^/]*@)?(\[[^\]/]*\]|[^:/]*)"
+
+
+# A cap of 0 means none: a bound no list reaches keeps the SQL the same (and Spark's slice lengths non-negative).
+_NO_CAP = 2**31 - 1
 
 
 def host_sql(url: str) -> str:
@@ -79,14 +86,21 @@ def host_differs_sql(url: str, host: str) -> str:
         ELSE {host_sql(url)} <> {host} END)"""
 
 
+# Keys of UpdateReport.over_cap, of meta.json's "over_cap" (totals over every merged segment) and readdb --stats.
+OVER_CAP_KEYS = ("outlinks", "sitemap_urls", "pages")
+
+
 @dataclass
 class UpdateReport:
     version: int
     segments: list[str]
     fetched: int
     new_urls: int
+    # Outlinks the caps cut (db.max_outlinks of pages, sitemap.max_urls of sitemaps) and the pages that lost some.
+    over_cap: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OVER_CAP_KEYS, 0))
     by_status: dict[str, int] = field(default_factory=dict)
     unfollowed: tuple[int, int] = (0, 0)  # pages whose content repeats a page of their host, and their outlinks (traps.py)
+
 
 
 def segment_source(con: DuckEngine, segments: list[Segment], output: str, schema: Any) -> str:
@@ -99,7 +113,9 @@ def segment_source(con: DuckEngine, segments: list[Segment], output: str, schema
 
 
 def parse_data_source(con: DuckEngine, segments: list[Segment]) -> str:
-    """The url and outlinks of each page parsed in ``segments``, one row per (segment, url), with a ``segment`` column.
+    """The url and outlinks of each page parsed in ``segments``, one row per (segment, url), with a ``segment`` column,
+    ``is_sitemap`` (the sitemap parser read it) and ``robots_sitemaps`` (how many of the last outlinks the fetcher
+    appended from robots.txt Sitemap: lines, ``records.add_robots_sitemaps``).
 
     A resumed fetch can leave a URL parsed twice in one segment, so the rows are made unique;
     the window that does it carries every outlink list through a sort (40% of the parse step at
@@ -108,11 +124,20 @@ def parse_data_source(con: DuckEngine, segments: list[Segment]) -> str:
     source = segment_source(con, segments, "parse_data", PARSE_DATA)
     duplicated = con.rows(f"""SELECT count(*) FROM (
         SELECT segment, url FROM {source} d GROUP BY segment, url HAVING count(*) > 1) dups""")[0][0]
+    # A missing key is NULL on both engines with `metadata[key]` (Spark's element_at raises under ANSI).
+    robots = f"TRY_CAST(metadata[{sql_string(ROBOTS_SITEMAPS)}] AS INTEGER)"
+    columns = f"""segment, url, outlinks,
+        coalesce(metadata['sitemap'] IN {tuple(SITEMAP_KINDS)!r}, false) AS is_sitemap,
+        least(greatest(coalesce({robots}, 0), 0), coalesce(array_length(outlinks), 0)) AS robots_sitemaps"""
     if not duplicated:
-        return f"(SELECT segment, url, outlinks FROM {source} d)"
-    return f"""(SELECT segment, url, outlinks FROM (
-        SELECT segment, url, outlinks, row_number() OVER (PARTITION BY segment, url ORDER BY url) AS rn
+        return f"(SELECT {columns} FROM {source} d)"
+    return f"""(SELECT {columns} FROM (
+        SELECT segment, url, outlinks, metadata, row_number() OVER (PARTITION BY segment, url ORDER BY url) AS rn
         FROM {source} d) ranked WHERE rn = 1)"""
+
+
+def _cap(limit: int) -> str:
+    return str(int(limit)) if limit else str(_NO_CAP)
 
 
 def _to_merge(segments: list[Segment], current: Version | None, log: Any) -> list[Segment]:
@@ -143,7 +168,7 @@ def updatedb(
         if not chosen:
             number = current.number if current else 0
             log.info("updatedb.nothing", version=number)
-            return UpdateReport(number, [], 0, 0, {})
+            return UpdateReport(number, [], 0, 0, by_status={})
         meta = {k: v for k, v in (current.meta if current else {}).items() if k not in ("version", "created")}
         meta["merged_segments"] = (current.merged_segments if current else []) + [s.name for s in chosen]
         con = open_engine(cfg)
@@ -151,6 +176,8 @@ def updatedb(
             check_sql_patterns(cfg.urls, con)
             with JobProgress("updatedb", 7, log) as progress, store.new_version(meta) as temp:
                 report = _merge(con, cfg, current, chosen, temp, utc_naive(now), progress)
+                # Read by new_version when it writes meta.json, after this block.
+                meta["over_cap"] = add_over_cap(meta.get("over_cap"), report.over_cap)
                 traps.record(meta, traps.detect(con, cfg, traps.pages_of(con, temp), meta.get("traps") or []), log,
                              str(chosen[-1].name))
         except con.errors as exc:
@@ -164,11 +191,20 @@ def updatedb(
         segments=report.segments,
         fetched=report.fetched,
         new_urls=report.new_urls,
+        outlinks_over_cap=report.over_cap["outlinks"],
+        sitemap_urls_over_cap=report.over_cap["sitemap_urls"],
+        pages_over_cap=report.over_cap["pages"],
         unfollowed_pages=report.unfollowed[0],
         unfollowed_outlinks=report.unfollowed[1],
         by_status=report.by_status,
     )
     return report
+
+
+def add_over_cap(total: Any, more: dict[str, int]) -> dict[str, int]:
+    """``total`` (meta.json's "over_cap", absent before this count existed) plus ``more``."""
+    total = total if isinstance(total, dict) else {}
+    return {k: int(total.get(k) or 0) + int(more.get(k) or 0) for k in OVER_CAP_KEYS}
 
 
 def _merge(
@@ -196,21 +232,48 @@ def _merge(
         WHERE rn = 1 AND url IS NOT NULL""")
     # Parse results of those same records (same segment), and for successful fetches the outlinks
     # kept: valid, filtered, the first occurrence of each target in page order, the first
-    # db.max_outlinks of those. Per page, with list functions: no global sort or window over all
-    # outlinks, so memory stays bounded at tens of millions of links.
+    # db.max_outlinks of those (sitemap.max_urls of a sitemap's); then the robots.txt Sitemap: URLs the
+    # fetcher appended (never cut) not already kept. over_cap counts what the cap cut, in the same pass
+    # (less a robots.txt Sitemap: URL the page also linked past the cap: it is queued all the same).
+    # Per page, with list functions: no global sort or window over all outlinks, so memory stays
+    # bounded at tens of millions of links. Lists of robots.txt URLs are NULL on the pages without.
     progress.step("read parse data")
     same_host = f"AND {host_sql('o.url')} = {host_sql('f.url')}" if db.ignore_external_links else ""
-    cap = f"[1:{int(db.max_outlinks)}]" if db.max_outlinks else ""
+    valid = f"lambda o: o.url IS NOT NULL AND o.url <> '' {same_host} AND {filter_sql(cfg.urls, 'o.url')}"
+    n = "array_length(d.outlinks)"
+    success = f"f.status = '{FetchStatus.SUCCESS}'"
+    has_robots = "coalesce(array_length(r), 0) > 0"
+    joined = f"""
+        SELECT f.url, f.status, {n} AS num_outlinks, d.is_sitemap,
+               CASE WHEN d.is_sitemap THEN {_cap(cfg.sitemap.max_urls)} ELSE {_cap(db.max_outlinks)} END AS cap,
+               CASE WHEN {success} THEN list_filter(CASE WHEN d.robots_sitemaps = 0 THEN d.outlinks
+                                                         ELSE d.outlinks[1:{n} - d.robots_sitemaps] END, {valid}) END AS l,
+               CASE WHEN {success} AND d.robots_sitemaps > 0
+                    THEN list_filter(d.outlinks[{n} - d.robots_sitemaps + 1:{n}], {valid}) END AS r
+        FROM fetched f JOIN {parse_data_source(con, segments)} d ON d.segment = f.segment AND d.url = f.url"""
+    with_targets = f"""
+        SELECT *, list_transform(l, lambda y: y.url) AS targets,
+               CASE WHEN {has_robots} THEN list_transform(r, lambda y: y.url) END AS robots_targets
+        FROM ({joined}) joined"""
+    unique = f"""
+        SELECT url, status, num_outlinks, is_sitemap, cap, targets,
+               list_filter(l, lambda o, i: list_position(targets, o.url) = i) AS u,
+               CASE WHEN {has_robots} THEN list_filter(r, lambda o, i: list_position(robots_targets, o.url) = i) END AS r
+        FROM ({with_targets}) with_targets"""
+    capped = f"""
+        SELECT *, u[1:cap] AS capped,
+               CASE WHEN {has_robots} THEN list_transform(u[1:cap], lambda y: y.url) END AS capped_targets
+        FROM ({unique}) uniq"""
     con.create_table("parsed", f"""
-        SELECT url, status, num_outlinks,
-               list_filter(l, lambda o, i: list_position(targets, o.url) = i){cap} AS kept
-        FROM (SELECT *, list_transform(l, lambda y: y.url) AS targets FROM (
-            SELECT f.url, f.status, array_length(d.outlinks) AS num_outlinks,
-                   CASE WHEN f.status = '{FetchStatus.SUCCESS}' THEN
-                       list_filter(d.outlinks, lambda o: o.url IS NOT NULL AND o.url <> '' {same_host}
-                                                        AND {filter_sql(cfg.urls, "o.url")}) END AS l
-            FROM fetched f JOIN {parse_data_source(con, segments)} d
-              ON d.segment = f.segment AND d.url = f.url) kept) with_targets""")
+        SELECT url, status, num_outlinks, is_sitemap,
+               greatest(array_length(u) - cap, 0) - CASE WHEN {has_robots}
+                   THEN array_length(list_filter(r, lambda o: list_contains(targets, o.url)
+                                                      AND NOT list_contains(capped_targets, o.url))) ELSE 0 END
+                   AS over_cap,
+               CASE WHEN {has_robots}
+                    THEN list_concat(capped, list_filter(r, lambda o: NOT list_contains(capped_targets, o.url)))
+                    ELSE capped END AS kept
+        FROM ({capped}) capped""")
     progress.step("select outlinks")
     traps.unfollow_duplicates(con, cfg, old_pages)
     con.create_table("new_links", """
@@ -307,11 +370,16 @@ def _merge(
             WHERE EXISTS (SELECT 1 FROM fetched f WHERE f.url = w.url) GROUP BY status ORDER BY status"""
         )
     )
+    outlinks, sitemap_urls, pages = con.rows("""SELECT
+        coalesce(sum(CASE WHEN is_sitemap THEN 0 ELSE over_cap END), 0),
+        coalesce(sum(CASE WHEN is_sitemap THEN over_cap ELSE 0 END), 0),
+        count(CASE WHEN over_cap > 0 THEN 1 END) FROM parsed""")[0]
     return UpdateReport(
         version=0,
         segments=[s.name for s in segments],
         fetched=con.rows("SELECT count(*) FROM fetched")[0][0],
         new_urls=written_pages - int(con.rows(f"SELECT count(*) FROM {old_pages} o")[0][0]),
+        over_cap={"outlinks": int(outlinks), "sitemap_urls": int(sitemap_urls), "pages": int(pages)},
         unfollowed=traps.unfollowed_counts(con),
         by_status=by_status,
     )

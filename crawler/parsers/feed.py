@@ -21,6 +21,7 @@ from crawler.parsers.xmlsafe import (
     parse_xml,
     resolve,
 )
+from crawler.urls.normalize import Normalizer
 
 KINDS = {"rss": "item", "rdf": "item", "feed": "entry"}  # root element -> item element
 _RDF_ABOUT = "{http://www.w3.org/1999/02/22-rdf-syntax-ns#}about"
@@ -36,21 +37,21 @@ def _plain(markup: str) -> str:
     return collapse_ws(tree.body.text(separator=" ")) if tree.body is not None else ""
 
 
-def _atom_link(entry, base: str) -> str | None:
+def _atom_link(entry, base: str, n: Normalizer) -> str | None:
     for link in children(entry, "link"):
         if (link.get("rel") or "alternate").strip().lower() == "alternate" and link.get("href"):
             # xml:base on the entry or its ancestors, else the feed's URL.
-            return resolve(link.get("href"), (resolve(link.base, base) if link.base else None) or base)
+            return resolve(link.get("href"), (resolve(link.base, base, n) if link.base else None) or base, n)
     return None
 
 
-def _rss_link(item, base: str) -> str | None:
-    if target := resolve(child_text(item, "link"), base):
+def _rss_link(item, base: str, n: Normalizer) -> str | None:
+    if target := resolve(child_text(item, "link"), base, n):
         return target
     for guid in children(item, "guid"):
         if (guid.get("isPermaLink") or "true").strip().lower() != "false":
-            return resolve(collapse_ws(guid.text or ""), base)
-    return resolve(item.get(_RDF_ABOUT), base)
+            return resolve(collapse_ws(guid.text or ""), base, n)
+    return resolve(item.get(_RDF_ABOUT), base, n)
 
 
 class FeedParser(XmlDocumentParser):
@@ -78,7 +79,7 @@ class FeedParser(XmlDocumentParser):
         for item in items[:MAX_ITEMS]:
             anchor = _plain(child_text(item, "title"))
             texts += [anchor, _plain(child_text(item, "summary", "description", "content", "encoded"))]
-            target = _atom_link(item, url) if atom else _rss_link(item, url)
+            target = _atom_link(item, url, self.normalizer) if atom else _rss_link(item, url, self.normalizer)
             if target is None or target in found:
                 continue
             found[target] = Outlink(target, anchor)
@@ -101,4 +102,4 @@ class FeedParser(XmlDocumentParser):
 
 
 def create(cfg: CrawlerConfig) -> FeedParser:
-    return FeedParser()
+    return FeedParser(Normalizer.from_config(cfg))

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from functools import lru_cache
+from collections.abc import Callable, Iterable
 
 import stringzilla
 from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -13,7 +12,7 @@ from crawler.config import CrawlerConfig
 from crawler.parsers.base import Outlink, ParseResult
 from crawler.parsers.directives import Robots, parse_directives, robot_names
 from crawler.parsers.encoding import decode_utf8
-from crawler.urls.normalize import normalize
+from crawler.urls.normalize import PLAIN, Normalizer
 
 # Where each outlink element keeps its target.
 _TARGET_ATTR = {"a": "href", "area": "href", "frame": "src", "iframe": "src", "link": "href"}
@@ -118,30 +117,13 @@ def _refresh_target(content: str) -> str | None:
     return target.strip() or None
 
 
-def _resolve(raw: str | None, base: str) -> str | None:
-    """Absolute normalized URL, or None when the normalizer rejects it."""
-    if raw is None:
-        return None
-    try:  # normalize() also trims and drops tabs/newlines, as browsers do
-        return normalize(raw, base)
-    except ValueError:  # InvalidUrl, and anything else one bad href may raise
-        return None
-
-
-@lru_cache(maxsize=16384)
-def _resolve_shared(raw: str, base: str | None) -> str | None:
-    """_resolve of an href whose result does not depend on the rest of the page URL: pages of a
-    site repeat their navigation links, and a cache hit costs a tenth of normalizing."""
-    return _resolve(raw, base)
-
-
-def _origin(base: str) -> str | None:
+def _origin(base: str, normalize: Callable[[str], str] = PLAIN.normalize) -> str | None:
     """Scheme and authority of the normalized base, or None when it does not normalize."""
     try:
         url = normalize(base)
-    except ValueError:
+        return url[: url.index("/", url.index("://") + 3)]
+    except ValueError:  # InvalidUrl, or a URL without an authority
         return None
-    return url[: url.index("/", url.index("://") + 3)]
 
 
 def _has_attribute(node: LexborNode, attrs: dict[str, str | None], name: str) -> bool:
@@ -150,10 +132,10 @@ def _has_attribute(node: LexborNode, attrs: dict[str, str | None], name: str) ->
     return name in attrs or (any(":" in key for key in attrs) and node.css_matches(f"[{name}]"))
 
 
-def _base_url(node: LexborNode | None, url: str) -> str:
+def _base_url(node: LexborNode | None, url: str, resolve: Callable[[str | None, str], str | None]) -> str:
     """The URL relative links resolve against: the first <base href>'s, else the page's."""
     # Like the HTML Standard ignoring javascript:/data: bases, an unusable base is ignored.
-    return (_resolve(node.attributes.get("href"), url) if node is not None else None) or url
+    return (resolve(node.attributes.get("href"), url) if node is not None else None) or url
 
 
 def _anchor(node: LexborNode, tag: str) -> str:
@@ -178,8 +160,12 @@ class HtmlParser:
         follow_nofollow_links: bool = False,
         outlink_tags: Iterable[str] = DEFAULT_TAGS,
         link_rels: Iterable[str] = DEFAULT_LINK_RELS,
+        normalizer: Normalizer = PLAIN,
     ) -> None:
         self._robot_names = robot_names(agent_name)
+        # Every link, the page's own URL and <base href> go through it: a relative link resolves against
+        # the page's normalized URL (/p//0.html's ../p/1.html is /p/1.html, as on /p/0.html).
+        self._normalizer = normalizer
         self._follow_nofollow = follow_nofollow_links
         self._tags = frozenset(t.lower() for t in outlink_tags)
         self._link_rels = frozenset(r.lower() for r in link_rels)
@@ -230,7 +216,7 @@ class HtmlParser:
                     metas.append(node)
             elif base_node is None and _has_attribute(node, node.attributes, "href"):
                 base_node = node
-        base = _base_url(base_node, url)
+        base = _base_url(base_node, url, self._normalizer.resolve)
         self._read_meta(metas, res, base)
         if root is not None and (lang := collapse_ws(root.attributes.get("lang") or "")):
             res.metadata["lang"] = lang
@@ -263,16 +249,20 @@ class HtmlParser:
                 if name not in res.metadata and (value := collapse_ws(content)):
                     res.metadata[name] = value
             elif res.refresh is None and (attrs.get("http-equiv") or "").strip().lower() == "refresh":
-                res.refresh = _resolve(_refresh_target(content), base)
+                res.refresh = self._normalizer.resolve(_refresh_target(content), base)
         res.noindex, res.nofollow = robots
 
     def _outlinks(self, links: list[LexborNode], res: ParseResult, base: str) -> list[Outlink]:
         follow = not res.nofollow
         tags, link_rels = self._tags, self._link_rels
         resolved: dict[str, str | None] = {}  # pages repeat hrefs; normalizing is the costly part
+        normalizer = self._normalizer
+        resolve = normalizer.resolve
         # An absolute URL, or one starting with a slash (a path from the root, or `//host/...`),
-        # resolves the same on every page with this base's origin.
-        origin = _origin(base)
+        # resolves the same on every page with this base's origin: pages of a site repeat their
+        # navigation links, and a hit in this cache costs a tenth of normalizing.
+        resolve_shared = normalizer.resolve_cached
+        origin = _origin(base, normalizer.normalize)
         root = origin + "/" if origin is not None else None
         found: dict[str, Outlink] = {}  # insertion order = document order, first anchor kept
         for node in links:
@@ -282,7 +272,7 @@ class HtmlParser:
             rels = rel.lower().split() if rel else ()
             if tag == "link":
                 if res.canonical is None and "canonical" in rels:
-                    res.canonical = _resolve(attrs.get("href"), base)
+                    res.canonical = resolve(attrs.get("href"), base)
                 if "link" not in tags or "stylesheet" in rels or link_rels.isdisjoint(rels):
                     continue
             if not follow or ("nofollow" in rels and not self._follow_nofollow):
@@ -293,16 +283,16 @@ class HtmlParser:
             if raw in resolved:
                 target = resolved[raw]
             elif root is None:
-                target = resolved[raw] = _resolve(raw, base)
+                target = resolved[raw] = resolve(raw, base)
             # Most links are paths from the root: tested first, as the prefixes exclude each other.
             elif raw[:1] in _SLASHES:
-                target = resolved[raw] = _resolve_shared(raw, root)
+                target = resolved[raw] = resolve_shared(raw, root)
             elif raw.startswith(_ABSOLUTE):
-                target = resolved[raw] = _resolve_shared(raw, None)
+                target = resolved[raw] = resolve_shared(raw, None)
             elif raw.startswith(_OTHER_SCHEMES):  # what normalize() would reject, without its regex and raise
                 target = resolved[raw] = None
             else:
-                target = resolved[raw] = _resolve(raw, base)
+                target = resolved[raw] = resolve(raw, base)
             if target is not None and target not in found:
                 found[target] = Outlink(target, _anchor(node, tag))
         if follow and res.refresh is not None and res.refresh not in found:
@@ -316,4 +306,5 @@ def create(cfg: CrawlerConfig) -> HtmlParser:
         follow_nofollow_links=cfg.parse.follow_nofollow_links,
         outlink_tags=cfg.parse.outlink_tags,
         link_rels=cfg.parse.link_rels,
+        normalizer=Normalizer.from_config(cfg),
     )

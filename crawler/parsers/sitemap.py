@@ -19,6 +19,7 @@ from crawler.parsers.xmlsafe import (
     parse_xml,
     resolve,
 )
+from crawler.urls.normalize import Normalizer
 
 KINDS = {"urlset": "url", "sitemapindex": "sitemap"}  # root element -> entry element
 MAX_ENTRIES = 50_000  # the protocol's limit per file; more is not a sitemap a crawler should trust
@@ -50,7 +51,7 @@ class SitemapParser(XmlDocumentParser):
         for entry in children(root, KINDS[kind]):
             if entries >= MAX_ENTRIES:
                 break
-            target = resolve(child_text(entry, "loc"), url)
+            target = resolve(child_text(entry, "loc"), url, self.normalizer)
             if target is None or target in found:
                 continue
             found[target] = Outlink(target, "")
@@ -70,4 +71,4 @@ class SitemapParser(XmlDocumentParser):
 
 
 def create(cfg: CrawlerConfig) -> SitemapParser:
-    return SitemapParser()
+    return SitemapParser(Normalizer.from_config(cfg))

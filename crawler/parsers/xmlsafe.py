@@ -15,7 +15,7 @@ from lxml import etree
 from crawler.parsers.base import ParseResult
 from crawler.parsers.encoding import header_charset
 from crawler.parsers.sniff import xml_root
-from crawler.urls.normalize import normalize
+from crawler.urls.normalize import PLAIN, Normalizer
 
 _LEADING = b"\xef\xbb\xbf \t\r\n\x0c"
 
@@ -69,13 +69,9 @@ def child_text(element: etree._Element, *names: str) -> str:
     return ""
 
 
-def resolve(raw: str | None, base: str) -> str | None:
-    if not raw:
-        return None
-    try:
-        return normalize(raw, base)
-    except ValueError:
-        return None
+def resolve(raw: str | None, base: str, normalizer: Normalizer = PLAIN) -> str | None:
+    """The normalized absolute URL of an entry's text, or None when empty or rejected."""
+    return normalizer.resolve(raw, base) if raw else None
 
 
 def outlink_metadata(entries: dict[str, dict[str, str]]) -> dict[str, str]:
@@ -94,6 +90,9 @@ class XmlDocumentParser:
 
     kinds: dict[str, str]  # root element -> the element that holds one entry
     what: str  # "sitemap", "feed": used in the reasons
+
+    def __init__(self, normalizer: Normalizer = PLAIN) -> None:
+        self.normalizer = normalizer  # the crawl's (urls.*): entries are spelled as every other URL
 
     def parse(self, body: bytes, url: str, content_type: str | None) -> ParseResult:
         kind = root_name(body)

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import contextvars
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from crawler.config import CrawlerConfig
 from crawler.plugins import Registry
+
+# Set by the fetcher around a request: called once the request's connection is ready, just before the
+# request is written, which is when the server sees it start. Politeness counts delays from that moment,
+# so a new connection's handshake never shortens the gap the server sees. Protocols without connections
+# may ignore it.
+request_ready: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "request_ready", default=None)
 
 PROTOCOLS = Registry(
     "crawler.protocols",
@@ -16,6 +25,21 @@ PROTOCOLS = Registry(
         "file": "crawler.protocols.file:FileProtocol",
     },
 )
+
+# Plugins a setting switches off: scheme -> (is it on, the setting that turns it on).
+_SWITCHES: dict[str, typing.Callable[[CrawlerConfig], tuple[bool, str]]] = {
+    "file": lambda cfg: (cfg.protocols.file.enabled, "protocols.file.enabled is false"),
+}
+
+
+def served_schemes(cfg: CrawlerConfig) -> dict[str, str]:
+    """Every scheme a protocol plugin is registered for -> '' when it is enabled, else why it is not."""
+    served = {}
+    for name in PROTOCOLS.names():
+        switch = _SWITCHES.get(name)
+        on, why = switch(cfg) if switch is not None else (True, "")
+        served[name] = "" if on else why
+    return served
 
 
 @dataclass(slots=True)
@@ -28,7 +52,8 @@ class Response:
     headers: list[tuple[str, str]]
     raw_body: bytes
     body: bytes
-    truncated: bool = False
+    truncated: bool = False  # body (decoded) cut at the content limit: parsers saw part of the page
+    raw_truncated: bool = False  # raw_body cut: the archived payload lacks bytes the server sent (WARC-Truncated)
     http_version: str = "1.1"
     request_headers: list[tuple[str, str]] = field(default_factory=list)
     peer_ip: str | None = None

@@ -29,8 +29,37 @@ from crawler.errors import BlockedAddress, DnsError
 _MAX_CACHED = 100_000
 
 
+# Ranges IANA marks not globally reachable that Python 3.11's is_global still calls global.
+_NOT_GLOBAL = tuple(ipaddress.ip_network(n) for n in ("64:ff9b:1::/48", "5f00::/16", "3fff::/20"))
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> tuple[list[ipaddress.IPv4Address], bool]:
+    """The IPv4 addresses an IPv6 address carries, and whether it stands for them alone.
+
+    IPv4-mapped, IPv4-compatible and NAT64 (64:ff9b::/96) addresses are reached as their IPv4 address
+    (a translator or the dual stack does it), so that address decides; 6to4 and Teredo are IPv6 hosts
+    tunnelled through IPv4 relays, so both the IPv6 address and each IPv4 one must pass. Teredo carries
+    the server and the client (stored XOR-ed, which ipaddress undoes): both are checked.
+    """
+    if ip.ipv4_mapped is not None:
+        return [ip.ipv4_mapped], True
+    if ip in _NAT64 or (ip in _COMPATIBLE and int(ip) > 1):  # :: and ::1 are themselves, not IPv4
+        return [ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)], True
+    if ip.sixtofour is not None:
+        return [ip.sixtofour], False
+    if ip.teredo is not None:
+        return list(ip.teredo), False
+    return [], False
+
+
 class AddressPolicy:
-    """Which addresses may be fetched: public ones, plus ``http.private_allowlist``, or all if allowed."""
+    """Which addresses may be fetched: public ones, plus ``http.private_allowlist``, or all if allowed.
+
+    An IPv6 address that embeds an IPv4 one (NAT64, 6to4, Teredo, IPv4-mapped or -compatible) passes
+    only if that IPv4 address would: ``64:ff9b::7f00:1`` is 127.0.0.1 reached through a translator.
+    """
 
     def __init__(self, cfg: HttpConfig) -> None:
         self.allow_private = cfg.allow_private_networks
@@ -41,11 +70,21 @@ class AddressPolicy:
             ip = ipaddress.ip_address(address.split("%", 1)[0].strip("[]"))
         except ValueError:
             return False
-        if self.allow_private:
+        if self.allow_private or any(ip in net for net in self.allowlist):
             return True
-        if ip.is_global and not ip.is_multicast:
+        if ip.version == 6:
+            carried, alone = embedded_ipv4(ip)
+            if carried:
+                if not all(self._allows(v4) for v4 in carried):
+                    return False
+                if alone:
+                    return True
+        return self._allows(ip)
+
+    def _allows(self, ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+        if any(ip in net for net in self.allowlist):
             return True
-        return any(ip in net for net in self.allowlist)
+        return ip.is_global and not ip.is_multicast and not (ip.version == 6 and any(ip in n for n in _NOT_GLOBAL))
 
     def check_literal(self, host: str) -> None:
         """An IP literal in the URL never reaches the resolver: check it here."""
@@ -59,8 +98,11 @@ class AddressPolicy:
 
 class PolicyResolver(AbstractResolver):
     def __init__(self, cfg: HttpConfig, clock: Callable[[], float] = time.monotonic,
-                 fallback: AbstractResolver | None = None) -> None:
+                 fallback: AbstractResolver | None = None, exempt: frozenset[str] = frozenset()) -> None:
         self.pinned = {host.lower().rstrip("."): addr for host, addr in cfg.resolve.items()}
+        # The configured proxies' names: an egress proxy usually lives on a private network, and the user
+        # named it. (Targets with these names are checked in HttpProtocol, not here.)
+        self.exempt = frozenset(h.lower().rstrip(".") for h in exempt)
         self.policy = AddressPolicy(cfg)
         self.ttl = cfg.dns.cache_ttl
         self.negative_ttl = cfg.dns.negative_ttl
@@ -73,6 +115,8 @@ class PolicyResolver(AbstractResolver):
 
     async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list[ResolveResult]:
         results = await self.lookup(host, port, family)
+        if self.exempt and host.lower().rstrip(".") in self.exempt:
+            return results
         allowed = [r for r in results if self.policy.allows(r["host"])]
         if not allowed:
             raise BlockedAddress(f"{host} resolves only to private addresses (http.allow_private_networks is false)")
@@ -119,6 +163,18 @@ class PolicyResolver(AbstractResolver):
 
     async def close(self) -> None:
         await self.fallback.close()
+
+
+async def address_of(resolver: PolicyResolver, host: str) -> str:
+    """The first address ``host`` resolves to (pins, cache and cap alike); ``host`` itself if it resolves to none.
+
+    What ``queue_mode: ip`` queues by and ``count_mode: ip`` counts by, so fetch and generate group alike.
+    """
+    try:
+        results = await resolver.lookup(host)
+    except DnsError:
+        return host
+    return str(results[0]["host"]) if results else host
 
 
 def _pinned(host: str, address: str, port: int) -> list[ResolveResult]:

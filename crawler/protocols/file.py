@@ -55,7 +55,7 @@ class FileProtocol:
         except OSError as exc:
             raise ConnectError(f"cannot read {path}: {exc.strerror or exc}", url) from exc
         response = _answer(url, 200, "OK", body, ctype, started)
-        response.truncated = truncated
+        response.truncated = response.raw_truncated = truncated  # stored as read: the raw body is the body
         return response
 
     async def aclose(self) -> None:

@@ -198,7 +198,7 @@ def http_records(response: Response) -> bytes:
     extra = ""
     if response.peer_ip:
         extra += f"WARC-IP-Address: {response.peer_ip}\r\n"
-    if response.truncated:
+    if response.raw_truncated:  # the payload as served was cut, not just its decoded copy
         extra += "WARC-Truncated: length\r\n"
     response_head = (
         f"WARC/1.0\r\n{extra}WARC-Type: response\r\nWARC-Record-ID: {response_id}\r\n"
@@ -242,7 +242,7 @@ def warc_records(writer: WARCWriter, response: Response | bytes) -> None:
     ctype = response.header("Content-Type") or "application/octet-stream"
     writer.write_record(writer.create_warc_record(
         response.url, "resource", payload=io.BytesIO(response.raw_body), warc_content_type=ctype,
-        length=len(response.raw_body)))
+        length=len(response.raw_body), warc_headers_dict={"WARC-Truncated": "length"} if response.raw_truncated else None))
 
 
 @dataclass(slots=True)

@@ -85,6 +85,19 @@ class TestCrawling:
         daemon.signal(signal.SIGTERM)
         assert await daemon.wait_exit() == 0
 
+    async def test_outlinks_over_the_cap_show_in_metrics(self, tmp_path, three_hosts, start_daemon):
+        """Outlinks db.max_outlinks cuts are counted in crawler_outlinks_over_cap_total, and not fetched."""
+        a, b, _ = three_hosts
+        seed(tmp_path, "a.txt", a.url("/"))
+        daemon = await start_daemon(*daemon_args(tmp_path, "-D", "db.max_outlinks=4"), cwd=tmp_path)
+        port = await daemon.port()
+        await daemon.wait_event("daemon.idle", reason="nothing due")
+        assert fetched_on(a) == {"/", *(f"/p{i}.html" for i in range(4))} and not b.requests  # 3 of 7 links cut
+        _, _, metrics = await http_get(port, "/metrics")
+        assert 'crawler_outlinks_over_cap_total{cap="db.max_outlinks"} 3.0' in metrics.splitlines()
+        daemon.signal(signal.SIGTERM)
+        assert await daemon.wait_exit() == 0
+
     async def test_seed_file_dropped_later_is_crawled(self, tmp_path, three_hosts, start_daemon):
         """A seed file dropped into daemon.seeds while the daemon runs is injected once and crawled."""
         a, _b, c = three_hosts

@@ -85,6 +85,19 @@ class TestMetrics:
             assert name in text
 
 
+    def test_outlinks_over_cap_counts_by_the_key_that_cut(self):
+        """Each updatedb's cut adds to crawler_outlinks_over_cap_total, by cap; both show from the start."""
+        metrics = Metrics()
+        text = metrics.render().decode()
+        assert 'crawler_outlinks_over_cap_total{cap="db.max_outlinks"} 0.0' in text
+        assert 'crawler_outlinks_over_cap_total{cap="sitemap.max_urls"} 0.0' in text
+        metrics.outlinks_cut({"outlinks": 50, "sitemap_urls": 0, "pages": 1})
+        metrics.outlinks_cut({"outlinks": 2, "sitemap_urls": 30, "pages": 2})
+        text = metrics.render().decode()
+        assert 'crawler_outlinks_over_cap_total{cap="db.max_outlinks"} 52.0' in text
+        assert 'crawler_outlinks_over_cap_total{cap="sitemap.max_urls"} 30.0' in text
+
+
 class TestRateWindow:
     def test_rate_counts_whole_seconds_in_the_window(self):
         """pages/s averages the last whole seconds and forgets older ones."""

@@ -15,7 +15,7 @@ from crawler.segments.writer import as_served
 
 def _response(raw: bytes, body: bytes) -> Response:
     return Response(url="http://127.0.0.1:8080/a", status=200, reason="OK", headers=[("Content-Encoding", "gzip")],
-                    raw_body=raw, body=body, truncated=True, http_version="1.0",
+                    raw_body=raw, body=body, truncated=True, raw_truncated=True, http_version="1.0",
                     request_headers=[("User-Agent", "t")], peer_ip="127.0.0.1", elapsed=0.25)
 
 

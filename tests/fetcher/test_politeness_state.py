@@ -14,6 +14,8 @@ from crawler.config import FetcherConfig
 from crawler.fetcher.politeness import Politeness
 from crawler.fetcher.politeness_file import PolitenessFile, QueueRecord
 from crawler.fetcher.service import fetch_segment
+from crawler.protocols.base import request_ready
+from crawler.protocols.http import HttpProtocol
 from tests.fetcher.conftest import make_cfg, make_segment, page, robots, rows_by_url
 
 # Request times are taken by the server and the crawler on one monotonic clock; a gap may read a hair
@@ -97,6 +99,24 @@ class TestOrigins:
         assert {rows[f"{dead}/x{i}"]["reason"] for i in range(2)} == {"robots.txt unreachable: connect"}
         assert live.paths()[0] == "/robots.txt"
 
+    async def test_an_unreachable_robots_txt_counts_once_with_its_kind(self, tmp_path):
+        """The origin's robots.txt failure reaches the observers (metrics) once, as its error kind."""
+        class Events:
+            def __init__(self):
+                self.kinds = []
+
+            def fetch_done(self, event):
+                self.kinds.append(event.error_kind)
+
+            def progress(self, event):
+                pass
+
+        dead = f"http://127.0.0.1:{dead_port()}"
+        events = Events()
+        seg = make_segment(tmp_path / "runs" / "a", [f"{dead}/x{i}" for i in range(3)])
+        await fetch_segment(make_cfg(tmp_path), seg, structlog.get_logger(), observer=events)
+        assert sorted(events.kinds, key=str) == [None, None, "connect"]
+
     async def test_domain_queue_keeps_each_hosts_robots_outcome(self, tmp_path, servers):
         """In domain mode, a 500 on a.example.test's robots.txt leaves b.example.test's pages fetched."""
         async def broken(request):
@@ -169,3 +189,20 @@ class TestStateFile:
             politeness = Politeness(FetcherConfig(), state_file=path, log=structlog.get_logger())
         assert politeness.ready_at(politeness.attach("h"), 1, time.monotonic()) is None
         assert [e["file"] for e in logs if e["event"] == "politeness.state_unusable"] == [str(path)]
+
+
+class TestServerSeenStart:
+    async def test_a_start_counts_from_when_its_connection_is_ready(self, tmp_path, servers):
+        """Each request calls request_ready once its connection is up, before the server sees it."""
+        site = await servers("127.0.0.1", {"/p": page()})
+        protocol = HttpProtocol(make_cfg(tmp_path))
+        stamps: list[float] = []
+        token = request_ready.set(lambda: stamps.append(time.monotonic()))
+        try:
+            for _ in range(2):  # a new connection, then a reused one
+                await protocol.fetch(site.url("/p"))
+        finally:
+            request_ready.reset(token)
+            await protocol.aclose()
+        assert len(stamps) == 2
+        assert all(stamp <= hit.started for stamp, hit in zip(stamps, site.hits, strict=True))

@@ -171,3 +171,6 @@ class TestSitemaps:
         seg = Segment(next((tmp_path / "segments").iterdir()))
         outlinks = [o for row in read_rows(seg, "parse_data") for o in row["outlinks"]]
         assert outlinks == [{"url": site.url("/sitemap.xml"), "anchor": "sitemap"}]
+        # Marked for updatedb, which never cuts them: a page's own link may be anchored "sitemap" too.
+        marks = [dict(row["metadata"]).get("robots_sitemaps") for row in read_rows(seg, "parse_data")]
+        assert sorted(marks, key=str) == ["1", None, None]

@@ -34,7 +34,7 @@ def _warcio_records(response: Response) -> bytes:
     warc_headers = {}
     if response.peer_ip:
         warc_headers["WARC-IP-Address"] = response.peer_ip
-    if response.truncated:
+    if response.raw_truncated:
         warc_headers["WARC-Truncated"] = "length"
     headers = [(k, v) for k, v in response.headers if k.lower() != "transfer-encoding"]
     record = writer.create_warc_record(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections import defaultdict
 from datetime import timedelta
@@ -11,6 +12,8 @@ import structlog
 from structlog.testing import capture_logs
 
 from crawler.errors import WebDbError
+from crawler.fetcher.queuekey import IpKey
+from crawler.jobs.count_keys import count_keys
 from crawler.jobs.generate import generate, partition_sql
 from crawler.jobs.updatedb import updatedb
 from crawler.models import FETCHER, FETCHLIST
@@ -196,3 +199,19 @@ def test_gone_pages_come_back_after_max_interval(tmp_path):
     updatedb(cfg, [seg], LOG, now=NOW)
     assert generate(cfg, LOG, now=NOW + timedelta(seconds=7199)).segment is None
     assert urls(generate(cfg, LOG, now=NOW + timedelta(seconds=7200))) == [url]
+
+
+def test_count_mode_ip_groups_as_the_fetchers_queues(tmp_path):
+    """count_mode ip keys every host exactly as fetcher.queue_mode ip queues it: pins, failures, literals."""
+    cfg = make_cfg(tmp_path, generate={"count_mode": "ip"},
+                   http={"resolve": {"a.test": "127.0.0.5", "b.test": "127.0.0.5", "gone.test": ""}})
+    hosts = ["a.test", "b.test", "gone.test", "127.0.0.7"]
+
+    async def queue_keys() -> list[str]:
+        ip_key = IpKey(cfg)
+        try:
+            return [await ip_key.key(h) for h in hosts]
+        finally:
+            await ip_key.aclose()
+
+    assert count_keys(hosts, cfg) == asyncio.run(queue_keys()) == ["127.0.0.5", "127.0.0.5", "gone.test", "127.0.0.7"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 
+import pytest
 from aiohttp import web
 
 from tests.conftest import run_crawler
@@ -71,3 +72,39 @@ async def test_fetched_page_obeys_x_robots_tag():
         await runner.cleanup()
     assert out["title"] == "T" and out["content_type"] == "text/html"
     assert out["robots"] == {"noindex": True, "nofollow": True} and out["outlinks"] == []
+
+
+def _page(hrefs: list[str]) -> bytes:
+    return ("<html><body>" + "".join(f'<a href="{h}">{i}</a>' for i, h in enumerate(hrefs)) + "</body></html>").encode()
+
+
+def _sitemap(count: int) -> bytes:
+    return ('<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            + "".join(f"<url><loc>/s/{i}</loc></url>" for i in range(count)) + "</urlset>").encode()
+
+
+LINKS = [f"/p/{i}" for i in range(150)]
+# file, overrides -> outlinks_over_cap (the outlinks are listed in full whatever the cap)
+OVER_CAP = [
+    (_page(LINKS), [], 0),
+    (_page(LINKS), ["db.max_outlinks=100"], 50),
+    (_page(LINKS + LINKS), ["db.max_outlinks=100"], 50),
+    (_page(LINKS), ["db.max_outlinks=0"], 0),
+    (_page(LINKS[:100] + [f"/x/{i}" for i in range(50)]), ["db.max_outlinks=100", "urls.filters=['-/x/', '+.']"], 0),
+    (_page(LINKS[:100] + [f"http://other.example/{i}" for i in range(50)]),
+     ["db.max_outlinks=100", "db.ignore_external_links=true"], 0),
+    (_page(LINKS[:100] + [f"http://other.example/{i}" for i in range(50)]), ["db.max_outlinks=100"], 50),
+    (_sitemap(150), ["db.max_outlinks=100"], 0),
+    (_sitemap(150), ["db.max_outlinks=100", "sitemap.max_urls=120"], 30),
+]
+
+
+@pytest.mark.parametrize(("body", "overrides", "over_cap"), OVER_CAP)
+async def test_outlinks_over_cap_says_what_updatedb_would_cut(tmp_path, body, overrides, over_cap):
+    """outlinks_over_cap counts what db.max_outlinks (sitemap.max_urls for a sitemap) would cut, after the urls.*
+    filters and db.ignore_external_links, as updatedb does; the outlinks themselves stay uncut (DESIGN 6a)."""
+    path = tmp_path / "file"
+    path.write_bytes(body)
+    out = await _check("--base", "http://example.com/index", str(path), *(a for o in overrides for a in ("-D", o)))
+    assert out["outlinks_over_cap"] == over_cap
+    assert len(out["outlinks"]) == 150

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from warcio.archiveiterator import ArchiveIterator
+from warcio.warcwriter import WARCWriter
 
 from crawler.config import load_config
 from crawler.errors import BlockedAddress
 from crawler.protocols.file import FileProtocol
+from crawler.segments.writer import warc_records
 
 
 def _protocol(*overrides: str) -> FileProtocol:
@@ -32,8 +37,13 @@ class TestFileProtocol:
         assert (await protocol.fetch((tmp_path / "nope").as_uri())).status == 404
 
     async def test_content_limit_truncates(self, tmp_path):
-        """A file longer than http.content_limit is cut there and flagged."""
+        """A file longer than http.content_limit is cut there and flagged, and archived marked WARC-Truncated."""
         (tmp_path / "big.txt").write_bytes(b"x" * 5000)
         page = await _protocol("protocols.file.enabled=true", "http.content_limit=1000").fetch(
             (tmp_path / "big.txt").as_uri())
-        assert page.truncated and len(page.body) == 1000
+        assert page.truncated and page.raw_truncated and len(page.body) == 1000
+        writer = WARCWriter(io.BytesIO(), gzip=True)
+        warc_records(writer, page)
+        record = next(iter(ArchiveIterator(io.BytesIO(writer.out.getvalue()), check_digests="raise")))
+        assert record.rec_headers.get_header("WARC-Truncated") == "length"
+        assert record.content_stream().read() == b"x" * 1000

@@ -15,6 +15,7 @@ pytestmark = pytest.mark.timeout(300)
 
 from crawler.config import CrawlerConfig  # noqa: E402
 from crawler.jobs.spark_engine import spark_session  # noqa: E402
+from tests.jobs.conftest import cfg, make_segment  # noqa: E402, F401 - fixtures: segments written with the real schemas
 
 # The test JVM lives a minute on tiny inputs: compiling hot code with C1 only, and the serial
 # collector, leave the 2 cores to the work (the cold first job took ~40% less time this way).

@@ -20,7 +20,7 @@ from crawler.jobs.updatesegs import updatesegs
 from crawler.segments.layout import list_segments
 from crawler.webdb.store import VersionedStore
 from tests.conftest import run_crawler
-from tests.jobs.conftest import NOW
+from tests.jobs.conftest import NOW, fetch, page, parse, write_db
 
 from .conftest import spark_cfg
 
@@ -117,3 +117,39 @@ def test_inject_agrees(tmp_path, spark):
         results.append(((first.injected, second.injected, second.known), tables))
     assert results[0] == results[1]
     assert results[0][0] == (2, 1, 1)
+
+
+def test_outlink_caps_agree(tmp_path, spark, cfg, make_segment):
+    """Pages over db.max_outlinks, a sitemap over sitemap.max_urls, robots.txt Sitemap: URLs (linked past the cap,
+    alone, external): the same links kept and the same counts of the cut on both engines."""
+    site = "http://site.example"
+    sitemap = f"{site}/sitemap.xml"
+
+    def links(prefix: str, count: int) -> list[tuple[str, str]]:
+        return [(f"{site}/{prefix}{i}", "a") for i in range(count)]
+
+    def with_robots(url: str, page_links: list[tuple[str, str]], sitemaps: list[str]) -> dict[str, Any]:
+        row = parse(url, page_links + [(u, "sitemap") for u in sitemaps])
+        row["metadata"] = [("robots_sitemaps", str(len(sitemaps)))]
+        return row
+
+    rows = [
+        parse(f"{site}/a", links("p", 120) + links("x", 20) + links("p", 150)),
+        parse(sitemap, links("s", 150), metadata=[("sitemap", "urlset"), ("content_type", "application/xml")]),
+        with_robots(f"{site}/c", links("p", 110) + [(sitemap, "map")] + links("q", 10), [sitemap]),
+        with_robots(f"{site}/d", [], ["http://cdn.example/sitemap.xml", sitemap]),
+        parse(f"{site}/e", links("p", 3), metadata=[("robots_sitemaps", "junk")]),
+    ]
+    write_db(cfg, [page(r["url"]) for r in rows])
+    make_segment("20260101T010000000Z", [fetch(r["url"]) for r in rows], rows)
+    sections = {"db": {"max_outlinks": 100, "ignore_external_links": True}, "sitemap": {"max_urls": 120},
+                "urls": {"filters": ["-/x", "+."]}}
+    results = []
+    for engine, run_cfg in (("duck", CrawlerConfig.model_validate({"crawl_dir": str(tmp_path / "duck"), **sections})),
+                            ("spark", spark_cfg(tmp_path / "spark", **sections))):
+        for folder in ("webdb", "segments"):
+            shutil.copytree(tmp_path / folder, tmp_path / engine / folder)
+        report = updatedb(run_cfg, list_segments(run_cfg.crawl_path / "segments"), LOG, now=NOW)
+        results.append((report.over_cap, webdb_tables(run_cfg)))
+    assert results[1] == results[0]
+    assert results[0][0] == {"outlinks": 70, "sitemap_urls": 30, "pages": 3}

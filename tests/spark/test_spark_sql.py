@@ -19,6 +19,10 @@ EXPRESSIONS = [
     # first occurrence of each element: a lambda's index counts from 1 in DuckDB, from 0 in Spark
     "list_filter(['a', 'b', 'a', 'c'], lambda o, i: list_position(['a', 'b', 'a', 'c'], o) = i)",
     "[10, 20, 30, 40][1:2]",
+    "[10, 20, 30, 40][4 - 2 + 1:4]",  # a compound start: the slice's length is end - (start) + 1
+    "[10, 20, 30, 40][1:4 - 4]",  # empty
+    "TRY_CAST(map(['a'], ['1'])['b'] AS INTEGER)",  # a missing key is NULL under Spark's ANSI mode too
+    "TRY_CAST(map(['a'], ['x'])['a'] AS INTEGER)",
     "try_strptime('Sun, 06 Nov 1994 08:49:37 GMT', '%a, %d %b %Y %H:%M:%S GMT')",
     "try_strptime('yesterday', '%a, %d %b %Y %H:%M:%S GMT')",
     plus_seconds("TIMESTAMP '2026-01-01 00:00:00'", "86400.1234"),
