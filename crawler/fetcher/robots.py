@@ -163,11 +163,22 @@ class RobotsCache:
 
     async def _fetch_logged(self, origin: str) -> RobotsRules:
         rules = await self._fetch(origin)
+        rules.sitemaps = self._normalized(rules.sitemaps, origin)
         delay = rules.crawl_delay(self.agent) if rules.parser is not None else None
         self.log.info("robots.outcome", origin=origin, reason=rules.reason,
                       outcome="disallow_all" if rules.unavailable else "rules" if rules.parser else "allow_all",
                       crawl_delay=delay, sitemaps=len(rules.sitemaps), retry_after=rules.retry_after)
         return rules
+
+    def _normalized(self, urls: list[str], origin: str) -> list[str]:
+        """``Sitemap:`` URLs as the crawl spells URLs (urls.*), once each; an invalid one is left out."""
+        out: dict[str, None] = {}
+        for url in urls:
+            try:
+                out[self.normalize(url, base=origin + "/robots.txt")] = None
+            except InvalidUrl:
+                continue
+        return list(out)
 
     async def _fetch(self, origin: str) -> RobotsRules:
         starts: list[float] = []

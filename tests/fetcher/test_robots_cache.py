@@ -174,3 +174,15 @@ class TestSitemaps:
         # Marked for updatedb, which never cuts them: a page's own link may be anchored "sitemap" too.
         marks = [dict(row["metadata"]).get("robots_sitemaps") for row in read_rows(seg, "parse_data")]
         assert sorted(marks, key=str) == ["1", None, None]
+
+    async def test_sitemap_lines_are_normalized_like_every_url(self, tmp_path, servers):
+        """Sitemap: URLs reach the outlinks as the normalizer spells them (case, //, tracking parameters), once."""
+        site = await servers("127.0.0.1", {})
+        spelled = [f"HTTP://{site.host}:{site.port}//maps//sitemap.xml?utm_source=robots",
+                   site.url("/maps/sitemap.xml"), "http://[bad"]
+        site.routes.update({"/robots.txt": robots("User-agent: *\n" + "".join(f"Sitemap: {u}\n" for u in spelled)),
+                            "/p": page()})
+        await fetch(tmp_path, [site.url("/p")])
+        seg = Segment(next((tmp_path / "segments").iterdir()))
+        outlinks = [o["url"] for row in read_rows(seg, "parse_data") for o in row["outlinks"]]
+        assert outlinks == [site.url("/maps/sitemap.xml")]
