@@ -9,16 +9,20 @@ that no page with content of its own is lost:
 
 - **Duplicate pages are not followed** (updatedb, ``traps.skip_duplicate_outlinks``).
   A page fetched now whose content digest equals that of another fetched URL of
-  the same host ranked before it (shorter URL, then first in sort order) *and*
-  lying under that URL's folder has its outlinks left out: no new webdb URLs,
-  no links rows, no score handed on. The page itself is recorded as usual. Its
-  links are the other page's links resolved from a deeper base: the same URLs,
-  or the trap's relative variants. The folder condition keeps mirrored trees
-  (``/v1/`` and ``/v2/`` with the same index but their own pages) followed.
+  the same host ranked before it (shorter URL, then first in sort order), that
+  lies in that URL's folder or below, and that a page of the same digest linked
+  to, has its outlinks left out: no new webdb URLs, no links rows, no score
+  handed on. The page itself is recorded as usual. Its links are the other
+  page's links resolved from a deeper base: the same URLs, or the trap's
+  relative variants. The folder condition keeps mirrored trees (``/v1/`` and
+  ``/v2/`` with the same index but their own pages) followed, the link
+  condition identical pages that others link to in nested folders (Boost's
+  ``libs/*/index.html`` redirect stubs, each leading into its own folder).
 - **A per-host novelty budget** (updatedb decides, generate obeys). A page
-  *repeats* when the page of its parent folder has the same digest, or a
-  SimHash within ``traps.simhash_distance`` bits: in a trap every page is its
-  parent's page again. A trap starts at a folder whose page is repeated below
+  *repeats* when its parent, the same page one folder up (``/t/a/`` of
+  ``/t/a/next/``, ``/t/page.html`` of ``/t/sub/page.html``), has the same
+  digest or a SimHash within ``traps.simhash_distance`` bits: in a trap every
+  page is its parent's page again. A trap starts at a folder whose page is repeated below
   it but does not itself repeat its parent (the root and real pages do not).
   When, among the host's latest ``traps.window`` fetched pages, at least
   ``traps.min_repeats`` below such a folder repeat and they are at least
@@ -152,10 +156,10 @@ def register_signatures(con: Any, segments: list[Any]) -> None:
     con.register("signatures", pa.table({"segment": names, "url": urls, "simhash": hashes}, schema=SIGNATURES))
 
 
-def unfollow_duplicates(con: Any, cfg: CrawlerConfig, old_pages: str) -> None:
+def unfollow_duplicates(con: Any, cfg: CrawlerConfig, old_pages: str, old_links: str) -> None:
     """Table ``unfollowed`` (url): pages fetched now whose outlinks are not followed (see the module's docstring).
 
-    Reads table ``fetched`` (the update's latest fetch records) and ``old_pages`` (the live version's pages).
+    Reads table ``fetched`` (the update's latest fetch records), ``old_pages`` and ``old_links`` (the live version's).
     """
     if not cfg.traps.skip_duplicate_outlinks:
         con.create_table("unfollowed", "SELECT url FROM fetched WHERE false")
@@ -174,7 +178,9 @@ def unfollow_duplicates(con: Any, cfg: CrawlerConfig, old_pages: str) -> None:
         )
         SELECT DISTINCT x.url FROM fresh x JOIN seen y ON y.host = x.host AND y.digest = x.digest
         WHERE y.url <> x.url AND (length(y.url) < length(x.url) OR (length(y.url) = length(x.url) AND y.url < x.url))
-          AND starts_with(x.url, {dir_sql('y.url')})""")
+          AND starts_with(x.url, {dir_sql('y.url')})
+          AND EXISTS (SELECT 1 FROM {old_links} l JOIN {old_pages} z ON z.url = l.from_url
+                      WHERE l.to_url = x.url AND z.digest = x.digest AND z.url <> x.url)""")
 
 
 def unfollowed_counts(con: Any) -> tuple[int, int]:
@@ -185,9 +191,15 @@ def unfollowed_counts(con: Any) -> tuple[int, int]:
 
 
 def parent_sql(url: str) -> str:
-    """The folder a URL sits in, or the folder above for a folder URL ('/a/b/' and '/a/b.html' -> '/a/')."""
-    up = f"regexp_extract(rtrim(regexp_extract({url}, '^[^?#]*', 0), '/'), '^[^?#]*/', 0)"
-    return f"(CASE WHEN ends_with({up}, '://') THEN {url} ELSE {up} END)"  # the root has none: itself
+    """The same page one folder up ('/a/b/' -> '/a/', '/a/b/x.html' -> '/a/x.html'; the query dropped).
+
+    Not the folder a file sits in: '/a/index.html' is '/a/' again on most servers, a trap's
+    '/t/sub/page.html' is '/t/page.html' again. A page in the root folder is its own parent.
+    """
+    base = f"regexp_extract({url}, '^[^?#]*', 0)"
+    folder = f"regexp_extract({base}, '^[^?#]*/', 0)"
+    up = f"regexp_extract(rtrim({folder}, '/'), '^[^?#]*/', 0)"
+    return f"(CASE WHEN ends_with({up}, '://') THEN {url} ELSE {up} || substr({base}, length({folder}) + 1) END)"
 
 
 def _ancestors_sql(url: str) -> str:
@@ -202,9 +214,8 @@ def detect(con: Any, cfg: CrawlerConfig, pages: str, known: list[dict[str, Any]]
     """New suspected traps among the hosts fetched in this update (table ``fetched``), read from ``pages`` (the
     version just written): a list of {host, prefix, repeats, window}; ``known``: the traps meta.json has already.
 
-    A page *repeats* when the page of the folder it sits in (its parent: '/t/a/' for '/t/a/next/' and
-    '/t/a/x.html') has the same digest or a SimHash within ``traps.simhash_distance`` bits: a trap's
-    every page is its parent's page again. A trap starts at a folder whose page some page below
+    A page *repeats* when its parent (``parent_sql``) has the same digest or a SimHash within
+    ``traps.simhash_distance`` bits: a trap's every page is its parent's page again. A trap starts at a folder whose page some page below
     repeats while it does not repeat its own parent (the trap's entry: '/t/' of '/t/', '/t/a/',
     '/t/a/next/'...; the folders inside a trap repeat theirs, the root and real pages do not): it
     is suspected when, among the host's latest ``traps.window`` pages, at least

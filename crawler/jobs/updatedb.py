@@ -275,7 +275,7 @@ def _merge(
                     ELSE capped END AS kept
         FROM ({capped}) capped""")
     progress.step("select outlinks")
-    traps.unfollow_duplicates(con, cfg, old_pages)
+    traps.unfollow_duplicates(con, cfg, old_pages, old_links)
     con.create_table("new_links", """
         SELECT url AS from_url, o.url AS to_url, o.anchor AS anchor, fanout
         FROM (SELECT url, array_length(kept) AS fanout, unnest(kept) AS o FROM parsed WHERE kept IS NOT NULL

@@ -67,43 +67,50 @@ def test_simhash_is_stable(text, value):
 
 @pytest.mark.parametrize(("url", "folder", "parent", "ancestors"), [
     ("http://h/", "http://h/", "http://h/", ["http://h/"]),
-    ("http://h/a.html", "http://h/", "http://h/", ["http://h/"]),
+    ("http://h/a.html", "http://h/", "http://h/a.html", ["http://h/"]),
     ("http://h/t/a/next/", "http://h/t/a/next/", "http://h/t/a/", ["http://h/", "http://h/t/", "http://h/t/a/"]),
-    ("http://h:8/d/x.html?q=/1/2", "http://h:8/d/", "http://h:8/d/", ["http://h:8/", "http://h:8/d/"]),
-    ("http://h/cal?year=2001", "http://h/", "http://h/", ["http://h/"]),
+    ("http://h:8/d/x.html?q=/1/2", "http://h:8/d/", "http://h:8/x.html", ["http://h:8/", "http://h:8/d/"]),
+    ("http://h/t/sub/page.html", "http://h/t/sub/", "http://h/t/page.html", ["http://h/", "http://h/t/", "http://h/t/sub/"]),
+    ("http://h/cal?year=2001", "http://h/", "http://h/cal?year=2001", ["http://h/"]),
 ])
 def test_folder_expressions(url, folder, parent, ancestors):
-    """A URL's folder, parent folder and the folders above it, as the SQL computes them."""
+    """A URL's folder, its parent (the same page one folder up) and the folders above it, as the SQL computes them."""
     con = duckdb.connect()
     con.execute("CREATE TABLE t AS SELECT ?::VARCHAR AS url", [url])
     row = con.execute(f"SELECT {traps.dir_sql('url')}, {traps.parent_sql('url')}, {traps._ancestors_sql('url')} FROM t")
     assert row.fetchone() == (folder, parent, ancestors)
 
 
-# (pages the webdb has fetched: url -> digest, pages fetched now: url -> digest, pages whose outlinks are not followed)
+# (pages the webdb has fetched: url -> digest, its links, pages fetched now: url -> digest, pages not followed)
 UNFOLLOW = [
-    # a trap: every path serves /t/'s page
-    ({f"{H}/t/": "d1"}, {f"{H}/t/a/": "d1", f"{H}/t/next/": "d1"}, {f"{H}/t/a/", f"{H}/t/next/"}),
-    # found together in one segment: the shortest URL is followed, the others not
-    ({}, {f"{H}/t/": "d1", f"{H}/t/a/": "d1", f"{H}/t/a/b/": "d1"}, {f"{H}/t/a/", f"{H}/t/a/b/"}),
+    # a trap: every path serves /t/'s page, linked from it
+    ({f"{H}/t/": "d1"}, [(f"{H}/t/", f"{H}/t/a/"), (f"{H}/t/", f"{H}/t/next/")],
+     {f"{H}/t/a/": "d1", f"{H}/t/next/": "d1"}, {f"{H}/t/a/", f"{H}/t/next/"}),
+    ({f"{H}/t/": "d1"}, [(f"{H}/t/", f"{H}/t/a/b/")], {f"{H}/t/a/b/": "d1"}, {f"{H}/t/a/b/"}),
+    # a // variant linked from the page itself (/p//0.html lies in /p/'s folder)
+    ({f"{H}/p/0.html": "d1"}, [(f"{H}/p/0.html", f"{H}/p//0.html")], {f"{H}/p//0.html": "d1"}, {f"{H}/p//0.html"}),
+    # siblings in one folder, one linking the other: same links either way
+    ({f"{H}/p/a.html": "d1"}, [(f"{H}/p/a.html", f"{H}/p/b.html")], {f"{H}/p/b.html": "d1"}, {f"{H}/p/b.html"}),
     # mirrored trees: the same index in two folders, each followed (its links reach its own tree)
-    ({f"{H}/v1/index.html": "d1"}, {f"{H}/v2/index.html": "d1"}, set()),
-    # siblings in one folder: same links either way, the later one is not followed
-    ({f"{H}/p/a.html": "d1"}, {f"{H}/p/b.html": "d1"}, {f"{H}/p/b.html"}),
-    # a // variant of a page (/p//0.html lies in /p/'s folder)
-    ({f"{H}/p/0.html": "d1"}, {f"{H}/p//0.html": "d1"}, {f"{H}/p//0.html"}),
+    ({f"{H}/": "d0", f"{H}/v1/index.html": "d1"}, [(f"{H}/", f"{H}/v2/index.html")],
+     {f"{H}/v2/index.html": "d1"}, set()),
+    # identical redirect stubs in nested folders (Boost's libs/*/index.html), linked from elsewhere: followed
+    ({f"{H}/": "d0", f"{H}/libs/index.html": "d1"}, [(f"{H}/", f"{H}/libs/num/index.html")],
+     {f"{H}/libs/num/index.html": "d1"}, set()),
     # refetching the page that was followed: still followed
-    ({f"{H}/t/": "d1", f"{H}/t/a/": "d1"}, {f"{H}/t/": "d1"}, set()),
+    ({f"{H}/t/": "d1", f"{H}/t/a/": "d1"}, [(f"{H}/t/", f"{H}/t/a/")], {f"{H}/t/": "d1"}, set()),
     # another host with the same content, or different content: followed
-    ({"http://other.example/": "d1"}, {f"{H}/t/": "d1"}, set()),
-    ({f"{H}/t/": "d1"}, {f"{H}/t/a/": "d2"}, set()),
+    ({"http://other.example/": "d1"}, [("http://other.example/", f"{H}/t/")], {f"{H}/t/": "d1"}, set()),
+    ({f"{H}/t/": "d1"}, [(f"{H}/t/", f"{H}/t/a/")], {f"{H}/t/a/": "d2"}, set()),
 ]
 
 
-@pytest.mark.parametrize(("known", "now", "unfollowed"), UNFOLLOW)
-def test_duplicate_pages_are_not_followed(cfg, make_segment, known, now, unfollowed):
-    """A page repeating a shorter URL of its host, in its folder or below, adds no new URL; it is still recorded."""
-    write_db(cfg, [page(u, status="fetched", digest=d, fetch_time=T0) for u, d in known.items()])
+@pytest.mark.parametrize(("known", "links", "now", "unfollowed"), UNFOLLOW)
+def test_duplicate_pages_are_not_followed(cfg, make_segment, known, links, now, unfollowed):
+    """A page repeating a shorter URL of its host that it lies below, and linked from a page of its content,
+    adds no new URL; it is still recorded."""
+    write_db(cfg, [page(u, status="fetched", digest=d, fetch_time=T0, next_fetch=LATER) for u, d in known.items()],
+             links=[{"from_url": f, "to_url": t, "anchor": ""} for f, t in links])
     seg = make_segment(SEG, [fetch(u, digest=d) for u, d in now.items()],
                        [parse(u, [(f"{u}new-{i}/", "x") for i in range(3)]) for u in now])
     report = updatedb(cfg, [seg], LOG, now=NOW)
@@ -118,7 +125,8 @@ def test_duplicate_pages_are_not_followed(cfg, make_segment, known, now, unfollo
 def test_duplicate_pages_are_followed_when_switched_off(tmp_path, make_segment):
     """traps.skip_duplicate_outlinks: false follows every page."""
     cfg = make_cfg(tmp_path, traps={"skip_duplicate_outlinks": False})
-    write_db(cfg, [page(f"{H}/t/", status="fetched", digest="d1", fetch_time=T0)])
+    write_db(cfg, [page(f"{H}/t/", status="fetched", digest="d1", fetch_time=T0)],
+             links=[{"from_url": f"{H}/t/", "to_url": f"{H}/t/a/", "anchor": ""}])
     seg = make_segment(SEG, [fetch(f"{H}/t/a/", digest="d1")], [parse(f"{H}/t/a/", [(f"{H}/t/a/b/", "b")])])
     assert updatedb(cfg, [seg], LOG, now=NOW).unfollowed == (0, 0)
     assert read_pages(cfg)[f"{H}/t/a/b/"]["status"] == "unfetched"
