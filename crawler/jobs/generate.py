@@ -129,7 +129,7 @@ def _select(
     if exclude_urls:
         con.register("excluded_urls", pa.table({"url": exclude_urls}, schema=pa.schema([PAGES.field("url")])))
         excluded += " AND p.url NOT IN (SELECT url FROM excluded_urls)"
-    excluded += traps.generate_exclusion(con, version.meta)  # unfetched URLs below a suspected spider trap
+    excluded += traps.generate_exclusion(con, cfg, version)  # unfetched URLs growing a suspected spider trap
     progress.step("select due pages")
     con.create_table(
         "selected",

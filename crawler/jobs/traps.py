@@ -30,8 +30,10 @@ that no page with content of its own is lost:
   suspected trap: ``host.trap_suspected`` is logged, the (host, prefix) is kept
   in the webdb's meta.json (``traps``; every later version carries it, as inject
   and dedup copy meta.json), and generate selects no *unfetched* URL below the
-  prefix again. Pages already fetched there are still refetched when due, and
-  the prefix's own page too.
+  prefix whose parent repeats its own parent: the trap's growth. A real page
+  below it (whose parent is no repeat, or unknown) is still selected, so a
+  site serving its home page at every path (a trap at '/') keeps its real
+  pages; pages already fetched there are still refetched when due.
 
 SimHash (Charikar): 64 bits, each the majority vote of that bit over hashed
 features of the page's text. Features are the 16 bytes starting at each word
@@ -283,16 +285,34 @@ def record(meta: dict[str, Any], found: list[dict[str, Any]], log: Any, when: st
     meta["traps"] = known
 
 
-def generate_exclusion(con: Any, meta: dict[str, Any], page: str = "p") -> str:
-    """SQL to AND into generate's due filter: no unfetched URL below a suspected trap's prefix ('' when none)."""
-    traps = [k for k in meta.get("traps") or [] if isinstance(k, dict) and k.get("host") and k.get("prefix")]
+def generate_exclusion(con: Any, cfg: CrawlerConfig, version: Any, page: str = "p") -> str:
+    """SQL to AND into generate's due filter ('' when no trap is known): no unfetched URL below a suspected
+    trap's prefix whose parent (the same page one folder up) repeats its own parent, as a trap's pages do.
+
+    So a trap stops growing, while a real page below the prefix (whose parent is no repeat, or was
+    never fetched) is still selected: a trap found at '/' of a site that serves its home page for
+    every unknown path does not take the site's real pages with it.
+    """
+    traps = [k for k in version.meta.get("traps") or [] if isinstance(k, dict) and k.get("host") and k.get("prefix")]
     if not traps:
         return ""
     con.register("trap_prefixes", pa.table({"host": [str(k["host"]) for k in traps],
                                             "prefix": [str(k["prefix"]) for k in traps]}))
-    return f"""AND NOT ({page}.status = '{DbStatus.UNFETCHED}' AND EXISTS (
-        SELECT 1 FROM trap_prefixes t WHERE t.host = {page}.host AND starts_with({page}.url, t.prefix)
-          AND {page}.url <> t.prefix))"""
+    pages = pages_of(con, version.path)
+    fetched = ", ".join(f"'{s}'" for s in _FETCHED)
+    near = f"(b.digest = a.digest OR bit_count(xor(a.simhash, b.simhash)) <= {int(cfg.traps.simhash_distance)})"
+    con.create_table("trap_blocked", f"""
+        SELECT c.url FROM (
+            SELECT u.url, {parent_sql('u.url')} AS parent FROM {pages} u
+            WHERE u.status = '{DbStatus.UNFETCHED}' AND EXISTS (
+                SELECT 1 FROM trap_prefixes t WHERE t.host = u.host AND starts_with(u.url, t.prefix) AND u.url <> t.prefix)
+        ) c
+        JOIN (SELECT url, digest, simhash, {parent_sql('url')} AS parent FROM {pages} WHERE status IN ({fetched})) a
+          ON a.url = c.parent AND a.url <> c.url
+        JOIN (SELECT url, digest, simhash FROM {pages} WHERE status IN ({fetched})) b
+          ON b.url = a.parent AND b.url <> a.url
+        WHERE {near}""")
+    return f"AND {page}.url NOT IN (SELECT url FROM trap_blocked)"
 
 
 def pages_of(con: Any, version_dir: Path) -> str:

@@ -208,3 +208,17 @@ def test_a_corrupt_parse_text_part_is_named(cfg, make_segment):
     with pytest.raises(SegmentError, match="parse_text"):
         updatedb(cfg, [seg], LOG, now=NOW)
     assert VersionedStore(cfg.crawl_path / "webdb").require_current().number == 1
+
+
+def test_a_trap_at_the_root_keeps_the_real_pages(cfg, make_segment):
+    """A site serving its home page at every path is a trap at '/': its growth stops, its real pages are still
+    selected (their parent, the same page one folder up, is no repeat)."""
+    real = [f"{H}/blog/post.html", f"{H}/about.html"]
+    write_db(cfg, [page(u) for u in real])
+    texts = {u: f"{BOILERPLATE} you are at {u}" for u in _tree(f"{H}/", 2)}
+    _trap_web(cfg, make_segment, texts)
+    version = VersionedStore(cfg.crawl_path / "webdb").require_current()
+    assert [t["prefix"] for t in version.meta.get("traps", [])] == [f"{H}/"]
+    report = generate(cfg, LOG, now=NOW)
+    selected = {r["url"] for p in report.segment.parts("fetchlist") for r in pq.read_table(p).to_pylist()}
+    assert selected == set(real)
