@@ -35,10 +35,13 @@ from observer import Origin, Report, observe, table  # noqa: E402
 pytestmark = pytest.mark.timeout(90)
 
 ROUNDS = 4
-# The server stamps a request when its handler runs, a little after the bytes arrived, and the crawler's
-# timers fire on its own loop's clock: two starts sent exactly one delay apart can be logged up to about a
-# millisecond closer. A gap short by less than 2 ms is that granularity, not impoliteness.
-TOLERANCE = 0.002
+# The server stamps a request when its handler runs, which on a loaded 2-core machine (two crawls and this
+# server share it) can lag the moment the crawler wrote the request by several milliseconds; the next
+# request, sent one delay later to an idle server, is stamped at once. So a gap the server logs may read up
+# to that lag short of what the crawler kept. 20 ms is well above that jitter and far below any real
+# impoliteness (the defects this test guards against gave gaps of a few ms against delays of 300-500 ms);
+# bench/observer.py on a quiet machine judges with 2 ms.
+TOLERANCE = 0.02
 
 
 def _page(title: str, *links: str) -> str:

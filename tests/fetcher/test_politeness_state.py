@@ -18,9 +18,9 @@ from crawler.protocols.base import request_ready
 from crawler.protocols.http import HttpProtocol
 from tests.fetcher.conftest import make_cfg, make_segment, page, robots, rows_by_url
 
-# Request times are taken by the server and the crawler on one monotonic clock; a gap may read a hair
-# short of the delay when both round differently, never by more than this.
-CLOCK_SLACK = 0.002
+# The server stamps a request when its handler runs, which under load can lag the crawler's send by a few
+# ms while the next request is stamped at once: a gap may read that much short of the delay kept.
+CLOCK_SLACK = 0.02
 
 
 async def fetch_in(crawl_dir: Path, run: str, urls: list[str], *overrides: str):
