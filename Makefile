@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 DEMO_DIR  := demo-crawl
 DEMO_PORT_FILE := $(DEMO_DIR)/.port
 
-.PHONY: help install demo test lint bench bench-compare bench-spark clean run
+.PHONY: help install demo test lint bench bench-compare bench-realsites bench-spark clean run
 
 help:
 	@echo "make demo   - install, serve examples/site on 127.0.0.1, crawl it 3 rounds, print stats"
@@ -78,6 +78,11 @@ bench: $(STAMP) bench-compare
 # Crawler vs Scrapy vs the aiohttp floor on a generated 120-host web served by nginx.
 bench-compare: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
 	$(BENCH_VENV)/bin/python bench/compare.py --runs 3
+
+# wget, the crawler and Scrapy on Debian documentation trees served by nginx (packages fetched once with
+# apt-get download, nginx and wget installed with apt-get if missing): docs/benchmarks.md "Real sites".
+bench-realsites: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
+	$(BENCH_CRAWLER)/bin/python bench/realsites.py
 
 # The jobs on a standalone Spark cluster (a master and 2 workers on loopback) vs DuckDB: docs/benchmarks.md "Spark".
 bench-spark: $(STAMP)

@@ -40,6 +40,8 @@ from nginx import Nginx, ensure_nginx  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 WORK = Path(os.environ.get("BENCH_WORK", ROOT / "bench" / ".work")) / "realsites"
 CRAWLER = ROOT / ".venv-bench-crawler" / "bin" / "crawler"  # as compare.py: the crawler as a user installs it
+PEERS = ROOT / "bench" / "peers"
+SCRAPY_PYTHON = ROOT / ".venv-bench" / "bin" / "python"  # make bench-compare's peers virtualenv
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,14 @@ SERVER = """  server {{
 
 def address(index: int) -> str:
     return f"127.0.10.{index + 1}"
+
+
+def ensure(binary: str, package: str) -> None:
+    """Install a Debian tool the bench runs (as bench/nginx.py installs nginx)."""
+    if shutil.which(binary) is None:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+        subprocess.run(["apt-get", "install", "-y", "-qq", package], check=True, env=env)
 
 
 def prepare(site: Site) -> Path:
@@ -190,6 +200,7 @@ class Run:
     foreign_hosts: dict[str, int] = field(default_factory=dict)  # Host headers that are not the site
     other_agents: int = 0  # lines in the run's window from another client (should be 0)
     queued_external: int = 0  # crawler only: webdb URLs on another host
+    beyond_loopback: list[str] | None = None  # with --trace: addresses beyond loopback connected or sent to
     own_pages: int | None = None  # crawler only: webdb URLs with status fetched
 
     @property
@@ -201,8 +212,29 @@ class Run:
         return 1000 * self.cpu / len(self.html) if self.html else float("nan")
 
 
+# --trace: every connect/send with an address, of the contender and all its processes, so a DNS query or
+# a connection to any address beyond loopback shows (nginx's log sees only what reached nginx). strace
+# filters in the kernel (seccomp-bpf) but still adds its own CPU: a confinement check, not a timing.
+TRACE = ["strace", "--seccomp-bpf", "-f", "-qq", "-e", "signal=none",
+         "-e", "trace=connect,sendto,sendmsg,sendmmsg"]
+ADDRESS = re.compile(r'inet_addr\("([^"]+)"\)|inet_pton\(AF_INET6, "([^"]+)"')
+TRACING: list[bool] = [False]
+
+
+def outside_loopback(trace: Path) -> list[str]:
+    """The addresses beyond 127.0.0.0/8 and ::1 that a traced run connected or sent to."""
+    found = []
+    for line in trace.read_text(errors="replace").splitlines():
+        for v4, v6 in ADDRESS.findall(line):
+            if not (v4.startswith("127.") or v6 in ("::1", "::ffff:127.0.0.1") or (v4 or v6) in ("0.0.0.0", "::")):
+                found.append(v4 or v6)
+    return found
+
+
 def timed(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> tuple[int, float, float, float]:
     """Exit status, wall s, user+sys CPU s (the process and the children it waited for), peak RSS MB."""
+    if TRACING[0]:
+        cmd = [*TRACE, "-o", str(log.with_suffix(".strace")), *cmd]
     with open(log, "w") as out:
         start = time.monotonic()
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=WORK,
@@ -240,6 +272,8 @@ def run_wget(server: Sites, site: Site, addr: str, tag: str) -> Run:
         raise RuntimeError(f"wget failed (exit {status}); see {WORK / f'wget-{site.name}-{tag}.log'}")
     run = Run("wget", wall, cpu, rss, server.cpu_seconds() - served)
     observe(server, run, offset, addr, site, "Wget/")
+    if TRACING[0]:
+        run.beyond_loopback = outside_loopback(WORK / f"wget-{site.name}-{tag}.strace")
     shutil.rmtree(out, ignore_errors=True)
     return run
 
@@ -264,11 +298,34 @@ def run_crawler(server: Sites, site: Site, addr: str, tag: str, args: argparse.N
         raise RuntimeError(f"crawler failed (exit {status}); see {log}")
     run = Run("crawler", wall, cpu, rss, server.cpu_seconds() - served)
     observe(server, run, offset, addr, site, "crawler/")
+    if TRACING[0]:
+        run.beyond_loopback = outside_loopback(log.with_suffix(".strace"))
     dump = subprocess.run([str(args.crawler), "readdb", "--dump", "--format", "jsonl", *config],
                           capture_output=True, text=True, check=True, env={**os.environ, **env}, cwd=WORK)
     rows = [json.loads(line) for line in dump.stdout.splitlines() if line.strip()]
     run.queued_external = sum(1 for r in rows if urlsplit(r["url"]).hostname != addr)
     run.own_pages = sum(1 for r in rows if r["status"] == "fetched")
+    return run
+
+
+def run_scrapy(server: Sites, site: Site, addr: str, tag: str, args: argparse.Namespace) -> Run:
+    out = WORK / f"scrapy-{site.name}.jsonl"
+    out.unlink(missing_ok=True)
+    seeds = WORK / f"scrapy-{site.name}.seeds"
+    seeds.write_text(f"http://{addr}:{server.port}/\n")
+    # Allowed domains = the site: Scrapy drops every other host's request before it is resolved.
+    cmd = [str(args.scrapy_python), str(PEERS / "scrapy_spider.py"), str(seeds), str(out),
+           str(args.concurrency), addr]
+    offset, served = server.log_size(), server.cpu_seconds()
+    log = WORK / f"scrapy-{site.name}-{tag}.log"
+    status, wall, cpu, rss = timed(cmd, log)
+    if status != 0:
+        raise RuntimeError(f"scrapy failed (exit {status}); see {log}")
+    run = Run("scrapy", wall, cpu, rss, server.cpu_seconds() - served)
+    observe(server, run, offset, addr, site, "Scrapy/")
+    if TRACING[0]:
+        run.beyond_loopback = outside_loopback(log.with_suffix(".strace"))
+    out.unlink(missing_ok=True)
     return run
 
 
@@ -282,41 +339,51 @@ def median_run(runs: list[Run]) -> Run:
 
 
 def report(results: dict[str, dict[str, Run]], sites: list[Site], show: int) -> list[str]:
-    lines = ["| site | wget pages | crawler pages | % of wget | missed | extra | disallowed reqs (wget / crawler) "
-             "| requests (wget / crawler) | pages/s (wget / crawler) | CPU s/1000 pages (wget / crawler) "
-             "| foreign hosts (nginx / webdb) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    """One row per site and contender, measured against wget's run of the same site, then the notes."""
+    lines = ["| site | contender | HTML pages | of wget's | missed | extra | disallowed requests | requests "
+             "| pages/s | x wget | CPU s / 1000 pages | x wget | foreign Host / queued |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     notes = []
-    totals = {"wget": [0, 0.0, 0.0], "crawler": [0, 0.0, 0.0]}
+    totals: dict[str, list[float]] = {}
     for site in sites:
-        w, c = results[site.name]["wget"], results[site.name]["crawler"]
-        missed = sorted(set(w.html) - set(c.html))
-        extra = sorted(set(c.html) - set(w.html))
-        share = 100 * len(set(w.html) & set(c.html)) / len(w.html) if w.html else float("nan")
-        foreign = sum(w.foreign_hosts.values()) + sum(c.foreign_hosts.values())
-        lines.append(
-            f"| {site.name} | {len(w.html)} | {len(c.html)} | {share:.1f}% | {len(missed)} | {len(extra)} | "
-            f"{len(w.disallowed)} / {len(c.disallowed)} | {w.requests} / {c.requests} | "
-            f"{w.pages_per_second:.0f} / {c.pages_per_second:.0f} | {w.cpu_per_1000:.2f} / {c.cpu_per_1000:.2f} | "
-            f"{foreign} / {c.queued_external} |")
-        for name, run in (("wget", w), ("crawler", c)):
-            totals[name][0] += len(run.html)
-            totals[name][1] += run.wall
-            totals[name][2] += run.cpu
-        if missed:
-            notes.append(f"{site.name}: wget found, crawler did not: {', '.join(missed[:show])}"
-                         + (" ..." if len(missed) > show else ""))
-        if extra:
-            notes.append(f"{site.name}: crawler found, wget did not: {', '.join(extra[:show])}"
-                         + (" ..." if len(extra) > show else ""))
-        for name, run in (("wget", w), ("crawler", c)):
+        w = results[site.name]["wget"]
+        for name, run in results[site.name].items():
+            missed = sorted(set(w.html) - set(run.html))
+            extra = sorted(set(run.html) - set(w.html))
+            share = 100 * len(set(w.html) & set(run.html)) / len(w.html) if w.html else float("nan")
+            queued = "" if name != "crawler" else f" / {run.queued_external}"
+            lines.append(
+                f"| {site.name} | {name} | {len(run.html)} | {share:.1f}% | {len(missed)} | {len(extra)} | "
+                f"{len(run.disallowed)} | {run.requests} | {run.pages_per_second:.0f} | "
+                f"{run.pages_per_second / w.pages_per_second:.2f} | {run.cpu_per_1000:.2f} | "
+                f"{run.cpu_per_1000 / w.cpu_per_1000:.2f} | {sum(run.foreign_hosts.values())}{queued} |")
+            total = totals.setdefault(name, [0, 0, 0.0, 0.0])
+            total[0] += len(run.html)
+            total[1] += len(set(w.html) & set(run.html))
+            total[2] += run.wall
+            total[3] += run.cpu
+            if name != "wget" and missed:
+                notes.append(f"{site.name}: wget found, {name} did not: {', '.join(missed[:show])}"
+                             + (" ..." if len(missed) > show else ""))
+            if name != "wget" and extra:
+                notes.append(f"{site.name}: {name} found, wget did not: {', '.join(extra[:show])}"
+                             + (" ..." if len(extra) > show else ""))
             if run.disallowed:
                 notes.append(f"{site.name}: {name} requested the disallowed {site.disallow}: {run.disallowed[:show]}")
+            if run.foreign_hosts:
+                notes.append(f"{site.name}: {name} sent foreign Host headers: {run.foreign_hosts}")
+            if run.beyond_loopback is not None:
+                beyond = ": " + ", ".join(sorted(set(run.beyond_loopback))) if run.beyond_loopback else ""
+                notes.append(f"{site.name}: {name} (traced) connected or sent to "
+                             f"{len(run.beyond_loopback)} addresses beyond loopback{beyond}")
             if run.other_agents:
                 notes.append(f"{site.name}: {run.other_agents} requests from another client during {name}'s run")
-    (wp, ww, wc), (cp, cw, cc) = totals["wget"], totals["crawler"]
-    lines.append(f"| all | {wp} | {cp} | {100 * cp / wp if wp else 0:.1f}% (count) | | | | | "
-                 f"{wp / ww:.0f} / {cp / cw:.0f} | {1000 * wc / wp:.2f} / {1000 * cc / max(cp, 1):.2f} | |")
+    wget_pages, _, wget_wall, wget_cpu = totals["wget"]
+    for name, (pages, common, wall, cpu) in totals.items():
+        pps, per1000 = pages / wall, 1000 * cpu / max(pages, 1)
+        lines.append(f"| all | {name} | {pages} | {100 * common / wget_pages:.1f}% | | | | | {pps:.0f} | "
+                     f"{pps / (wget_pages / wget_wall):.2f} | {per1000:.2f} | "
+                     f"{per1000 / (1000 * wget_cpu / wget_pages):.2f} | |")
     return lines + [""] + notes
 
 
@@ -327,20 +394,35 @@ def main() -> None:
     parser.add_argument("-D", dest="define", action="append", default=[], metavar="KEY=VALUE",
                         help="an extra crawler override (an experiment, not the bench settings), e.g. db.max_outlinks=5000")
     parser.add_argument("--label", default="defaults", help="names this configuration's crawl folders and results")
+    parser.add_argument("--contenders", default="wget,crawler,scrapy",
+                        help="wget is always run: it is the ground truth")
+    parser.add_argument("--scrapy-python", type=Path, default=SCRAPY_PYTHON)
     parser.add_argument("--only", default=",".join(s.name for s in SITES))
     parser.add_argument("--runs", type=int, default=1, help="runs per contender, alternating; medians of times")
     parser.add_argument("--rounds", type=int, default=50, help="crawl rounds at most (it stops when nothing is due)")
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--port", type=int, default=18380)
     parser.add_argument("--show", type=int, default=5, help="missed URLs listed per site")
+    parser.add_argument("--trace", action="store_true",
+                        help="run each contender under strace and report every address beyond loopback it "
+                             "connected or sent to (a DNS query included); its times then include strace's")
     args = parser.parse_args()
-    if not args.crawler.exists():
+    TRACING[0] = args.trace
+    contenders = ["wget", *(c for c in args.contenders.split(",") if c != "wget")]
+    if set(contenders) - {"wget", "crawler", "scrapy"}:
+        raise SystemExit(f"--contenders: wget, crawler or scrapy, not {args.contenders}")
+    if "scrapy" in contenders and not args.scrapy_python.exists():
+        raise SystemExit(f"{args.scrapy_python} is missing: run `make bench-realsites` (it builds the virtualenv)")
+    if "crawler" in contenders and not args.crawler.exists():
         raise SystemExit(f"{args.crawler} is missing: run `make bench-realsites` (it builds the virtualenv)")
     wanted = args.only.split(",")
     unknown = set(wanted) - {s.name for s in SITES}
     if unknown:
         raise SystemExit(f"--only: unknown site(s) {', '.join(sorted(unknown))}")
     WORK.mkdir(parents=True, exist_ok=True)
+    ensure("wget", "wget")
+    if args.trace:
+        ensure("strace", "strace")
     # Every site is served (each keeps its address whatever --only says); only the wanted ones are crawled.
     served = [(site, prepare(site)) for site in SITES]
     sites = [s for s in SITES if s.name in wanted]
@@ -348,11 +430,15 @@ def main() -> None:
     with Sites(served, args.port, WORK / "nginx") as server:
         for site in sites:
             addr = address(SITES.index(site))
-            runs: dict[str, list[Run]] = {"wget": [], "crawler": []}
+            runs: dict[str, list[Run]] = {name: [] for name in contenders}
             for i in range(args.runs):
-                for name in (["wget", "crawler"] if i % 2 == 0 else ["crawler", "wget"]):
-                    run = (run_wget(server, site, addr, str(i)) if name == "wget"
-                           else run_crawler(server, site, addr, str(i), args))
+                for name in contenders[i % len(contenders):] + contenders[:i % len(contenders)]:
+                    if name == "wget":
+                        run = run_wget(server, site, addr, str(i))
+                    elif name == "crawler":
+                        run = run_crawler(server, site, addr, str(i), args)
+                    else:
+                        run = run_scrapy(server, site, addr, str(i), args)
                     runs[name].append(run)
                     print(f"{site.name:9s} run {i} {name:8s} {len(run.html):6d} HTML pages {run.requests:6d} requests "
                           f"{run.wall:7.2f}s {run.pages_per_second:6.0f} p/s {run.cpu_per_1000:6.2f} CPU s/1000 "
@@ -363,7 +449,7 @@ def main() -> None:
     out = WORK / f"results-{args.label}.json"
     tmp = out.with_suffix(".json.tmp")
     tmp.write_text(json.dumps({
-        "label": args.label, "tree": str(Path(args.tree).resolve()), "defines": args.define,
+        "label": args.label, "contenders": contenders, "tree": str(Path(args.tree).resolve()), "defines": args.define,
         "settings": crawl_settings(args.concurrency) + ["-D", "db.ignore_external_links=true"],
         "runs": args.runs, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "sites": {s.name: {"package": (WORK / "trees" / s.package / ".unpacked").read_text().strip(),

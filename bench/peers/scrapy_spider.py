@@ -14,9 +14,11 @@ from scrapy.linkextractors import LinkExtractor
 class BenchSpider(scrapy.Spider):
     name = "bench"
 
-    def __init__(self, seeds: list[str], **kwargs) -> None:
+    def __init__(self, seeds: list[str], allowed: list[str] | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.start_urls = seeds
+        if allowed:  # realsites.py: the pages link to the real web; Scrapy drops other hosts unresolved
+            self.allowed_domains = allowed
         self.links = LinkExtractor()
 
     def parse(self, response):
@@ -36,6 +38,7 @@ class BenchSpider(scrapy.Spider):
 
 if __name__ == "__main__":
     seeds_file, out, concurrency = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    allowed = sys.argv[4].split(",") if len(sys.argv) > 4 else None  # allowed domains, comma-separated
     with open(seeds_file) as fh:
         seeds = [line.strip() for line in fh if line.strip()]
     process = CrawlerProcess(
@@ -55,5 +58,5 @@ if __name__ == "__main__":
             "REACTOR_THREADPOOL_MAXSIZE": 20,
         }
     )
-    process.crawl(BenchSpider, seeds=seeds)
+    process.crawl(BenchSpider, seeds=seeds, allowed=allowed)
     process.start()
