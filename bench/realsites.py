@@ -71,7 +71,7 @@ SITES = [
 # $server_addr names the site; $host is what the client asked for (any other name is a leak).
 LOG_FORMAT = ('$msec $request_time $connection $server_addr $host "$request" $status $body_bytes_sent '
               '"$sent_http_content_type" "$http_user_agent"')
-LINE = re.compile(r'^(\S+) (\S+) (\d+) (\S+) (\S+) "([^"]*)" (\d+) (\d+) "([^"]*)" "([^"]*)"$')
+LINE = re.compile(r'^(\S+) (\S+) (\d+) (\S+) (\S*) "([^"]*)" (\d+) (\d+) "([^"]*)" "([^"]*)"$')
 
 CONFIG = """
 worker_processes 1;
@@ -247,12 +247,13 @@ def timed(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> tuple
 
 def observe(server: Sites, run: Run, offset: int, addr: str, site: Site, agent: str) -> None:
     rows = server.requests_since(offset)
-    mine = [r for r in rows if agent in r["agent"]]
+    # "-": nginx answered 400 before reading the headers (a request line it rejects, e.g. a bare "%").
+    mine = [r for r in rows if agent in r["agent"] or r["agent"] == "-"]
     run.other_agents = len(rows) - len(mine)
     run.requests = len(mine)
     for r in mine:
         run.statuses[str(r["status"])] = run.statuses.get(str(r["status"]), 0) + 1
-        if r["host"] != addr:
+        if r["host"] and r["host"] != addr:  # empty: a request nginx rejected before its headers
             run.foreign_hosts[r["host"]] = run.foreign_hosts.get(r["host"], 0) + 1
         if r["path"].startswith(site.disallow):
             run.disallowed.append(r["path"])
