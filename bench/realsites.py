@@ -202,6 +202,8 @@ class Run:
     queued_external: int = 0  # crawler only: webdb URLs on another host
     beyond_loopback: list[str] | None = None  # with --trace: addresses beyond loopback connected or sent to
     own_pages: int | None = None  # crawler only: webdb URLs with status fetched
+    rounds: int | None = None  # crawler only: segments generated
+    left: int | None = None  # crawler only: webdb URLs still unfetched or to retry when it stopped
 
     @property
     def pages_per_second(self) -> float:
@@ -306,6 +308,8 @@ def run_crawler(server: Sites, site: Site, addr: str, tag: str, args: argparse.N
     rows = [json.loads(line) for line in dump.stdout.splitlines() if line.strip()]
     run.queued_external = sum(1 for r in rows if urlsplit(r["url"]).hostname != addr)
     run.own_pages = sum(1 for r in rows if r["status"] == "fetched")
+    run.left = sum(1 for r in rows if r["status"] in ("unfetched", "retry"))
+    run.rounds = len(list((crawl / "segments").glob("*")))
     return run
 
 
@@ -342,8 +346,8 @@ def median_run(runs: list[Run]) -> Run:
 def report(results: dict[str, dict[str, Run]], sites: list[Site], show: int) -> list[str]:
     """One row per site and contender, measured against wget's run of the same site, then the notes."""
     lines = ["| site | contender | HTML pages | of wget's | missed | extra | disallowed requests | requests "
-             "| pages/s | x wget | CPU s / 1000 pages | x wget | foreign Host / queued |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| pages/s | x wget | CPU s / 1000 pages | x wget | foreign Host / queued | rounds (URLs left) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     notes = []
     totals: dict[str, list[float]] = {}
     for site in sites:
@@ -353,11 +357,12 @@ def report(results: dict[str, dict[str, Run]], sites: list[Site], show: int) -> 
             extra = sorted(set(run.html) - set(w.html))
             share = 100 * len(set(w.html) & set(run.html)) / len(w.html) if w.html else float("nan")
             queued = "" if name != "crawler" else f" / {run.queued_external}"
+            rounds = "" if run.rounds is None else f"{run.rounds} ({run.left})"
             lines.append(
                 f"| {site.name} | {name} | {len(run.html)} | {share:.1f}% | {len(missed)} | {len(extra)} | "
                 f"{len(run.disallowed)} | {run.requests} | {run.pages_per_second:.0f} | "
                 f"{run.pages_per_second / w.pages_per_second:.2f} | {run.cpu_per_1000:.2f} | "
-                f"{run.cpu_per_1000 / w.cpu_per_1000:.2f} | {sum(run.foreign_hosts.values())}{queued} |")
+                f"{run.cpu_per_1000 / w.cpu_per_1000:.2f} | {sum(run.foreign_hosts.values())}{queued} | {rounds} |")
             total = totals.setdefault(name, [0, 0, 0.0, 0.0])
             total[0] += len(run.html)
             total[1] += len(set(w.html) & set(run.html))
@@ -377,6 +382,9 @@ def report(results: dict[str, dict[str, Run]], sites: list[Site], show: int) -> 
                 beyond = ": " + ", ".join(sorted(set(run.beyond_loopback))) if run.beyond_loopback else ""
                 notes.append(f"{site.name}: {name} (traced) connected or sent to "
                              f"{len(run.beyond_loopback)} addresses beyond loopback{beyond}")
+            if run.left:
+                notes.append(f"{site.name}: {name} stopped after {run.rounds} rounds with {run.left} URLs "
+                             "unfetched or to retry (raise --rounds)")
             if run.other_agents:
                 notes.append(f"{site.name}: {run.other_agents} requests from another client during {name}'s run")
     wget_pages, _, wget_wall, wget_cpu = totals["wget"]
@@ -384,7 +392,7 @@ def report(results: dict[str, dict[str, Run]], sites: list[Site], show: int) -> 
         pps, per1000 = pages / wall, 1000 * cpu / max(pages, 1)
         lines.append(f"| all | {name} | {pages} | {100 * common / wget_pages:.1f}% | | | | | {pps:.0f} | "
                      f"{pps / (wget_pages / wget_wall):.2f} | {per1000:.2f} | "
-                     f"{per1000 / (1000 * wget_cpu / wget_pages):.2f} | |")
+                     f"{per1000 / (1000 * wget_cpu / wget_pages):.2f} | | |")
     return lines + [""] + notes
 
 
@@ -400,7 +408,7 @@ def main() -> None:
     parser.add_argument("--scrapy-python", type=Path, default=SCRAPY_PYTHON)
     parser.add_argument("--only", default=",".join(s.name for s in SITES))
     parser.add_argument("--runs", type=int, default=1, help="runs per contender, alternating; medians of times")
-    parser.add_argument("--rounds", type=int, default=50, help="crawl rounds at most (it stops when nothing is due)")
+    parser.add_argument("--rounds", type=int, default=200, help="crawl rounds at most (it stops when nothing is due)")
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--port", type=int, default=18380)
     parser.add_argument("--show", type=int, default=5, help="missed URLs listed per site")
@@ -443,7 +451,8 @@ def main() -> None:
                     runs[name].append(run)
                     print(f"{site.name:9s} run {i} {name:8s} {len(run.html):6d} HTML pages {run.requests:6d} requests "
                           f"{run.wall:7.2f}s {run.pages_per_second:6.0f} p/s {run.cpu_per_1000:6.2f} CPU s/1000 "
-                          f"{len(run.disallowed)} disallowed", flush=True)
+                          f"{len(run.disallowed)} disallowed"
+                          + (f" {run.rounds} rounds, {run.left} URLs left" if run.rounds is not None else ""), flush=True)
             results[site.name] = {name: median_run(r) for name, r in runs.items()}
     lines = report(results, sites, args.show)
     print("\n" + "\n".join(lines))
