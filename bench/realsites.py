@@ -204,6 +204,7 @@ class Run:
     own_pages: int | None = None  # crawler only: webdb URLs with status fetched
     rounds: int | None = None  # crawler only: segments generated
     left: int | None = None  # crawler only: webdb URLs still unfetched or to retry when it stopped
+    disallowed_known: int | None = None  # crawler only: webdb URLs in the Disallow (the rule had links to obey)
 
     @property
     def pages_per_second(self) -> float:
@@ -310,6 +311,7 @@ def run_crawler(server: Sites, site: Site, addr: str, tag: str, args: argparse.N
     run.own_pages = sum(1 for r in rows if r["status"] == "fetched")
     run.left = sum(1 for r in rows if r["status"] in ("unfetched", "retry"))
     run.rounds = len(list((crawl / "segments").glob("*")))
+    run.disallowed_known = sum(1 for r in rows if (urlsplit(r["url"]).path or "/").startswith(site.disallow))
     return run
 
 
@@ -358,9 +360,10 @@ def report(results: dict[str, dict[str, Run]], sites: list[Site], show: int) -> 
             share = 100 * len(set(w.html) & set(run.html)) / len(w.html) if w.html else float("nan")
             queued = "" if name != "crawler" else f" / {run.queued_external}"
             rounds = "" if run.rounds is None else f"{run.rounds} ({run.left})"
+            denied = "" if run.disallowed_known is None else f" ({run.disallowed_known} known)"
             lines.append(
                 f"| {site.name} | {name} | {len(run.html)} | {share:.1f}% | {len(missed)} | {len(extra)} | "
-                f"{len(run.disallowed)} | {run.requests} | {run.pages_per_second:.0f} | "
+                f"{len(run.disallowed)}{denied} | {run.requests} | {run.pages_per_second:.0f} | "
                 f"{run.pages_per_second / w.pages_per_second:.2f} | {run.cpu_per_1000:.2f} | "
                 f"{run.cpu_per_1000 / w.cpu_per_1000:.2f} | {sum(run.foreign_hosts.values())}{queued} | {rounds} |")
             total = totals.setdefault(name, [0, 0, 0.0, 0.0])
