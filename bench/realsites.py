@@ -300,6 +300,9 @@ def run_crawler(server: Sites, site: Site, addr: str, tag: str, args: argparse.N
     status, wall, cpu, rss = timed(cmd, log, env)
     if status != 0:
         raise RuntimeError(f"crawler failed (exit {status}); see {log}")
+    bugs = sum(1 for line in log.read_text(errors="replace").splitlines() if '"level": "error"' in line)
+    if bugs:  # a crawl can end with exit 0 having fetched nothing (a plugin that failed to load)
+        raise RuntimeError(f"the crawl logged {bugs} errors; see {log}")
     run = Run("crawler", wall, cpu, rss, server.cpu_seconds() - served)
     observe(server, run, offset, addr, site, "crawler/")
     if TRACING[0]:
@@ -334,6 +337,32 @@ def run_scrapy(server: Sites, site: Site, addr: str, tag: str, args: argparse.Na
         run.beyond_loopback = outside_loopback(log.with_suffix(".strace"))
     out.unlink(missing_ok=True)
     return run
+
+
+# The tree's runtime dependencies, installed into the crawler's virtualenv when it lacks one: a tree
+# under test (merged main, say) may need a package the virtualenv was built without.
+_MISSING = """
+import importlib.metadata, re, sys, tomllib
+deps = tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]
+def have(req):
+    try:
+        importlib.metadata.distribution(re.split(r"[<>=!~;\\[ ]", req, maxsplit=1)[0])
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+print("\\n".join(d for d in deps if not have(d)))
+"""
+
+
+def ensure_dependencies(crawler: Path, tree: Path) -> None:
+    python, pyproject = crawler.parent / "python", tree / "pyproject.toml"
+    if not pyproject.exists():
+        return
+    found = subprocess.run([str(python), "-c", _MISSING, str(pyproject)], capture_output=True, text=True, check=True)
+    missing = [line for line in found.stdout.splitlines() if line.strip()]
+    if missing:
+        print(f"installing the tree's missing dependencies into {crawler.parent.parent}: {', '.join(missing)}")
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", *missing], check=True)
 
 
 def median_run(runs: list[Run]) -> Run:
@@ -432,6 +461,8 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"--only: unknown site(s) {', '.join(sorted(unknown))}")
     WORK.mkdir(parents=True, exist_ok=True)
+    if "crawler" in contenders:
+        ensure_dependencies(args.crawler, Path(args.tree).resolve())
     ensure("wget", "wget")
     if args.trace:
         ensure("strace", "strace")
