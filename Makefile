@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 DEMO_DIR  := demo-crawl
 DEMO_PORT_FILE := $(DEMO_DIR)/.port
 
-.PHONY: help install demo test lint bench bench-compare bench-spark clean run
+.PHONY: help install demo test lint bench bench-compare bench-realsites bench-spark clean run
 
 help:
 	@echo "make demo   - install, serve examples/site on 127.0.0.1, crawl it 3 rounds, print stats"
@@ -84,6 +84,11 @@ bench-compare: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
 .PHONY: bench-manyhosts
 bench-manyhosts: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
 	$(BENCH_VENV)/bin/python bench/manyhosts.py
+
+# wget, the crawler and Scrapy on Debian documentation trees served by nginx (packages fetched once with
+# apt-get download, nginx and wget installed with apt-get if missing): docs/benchmarks.md "Real sites".
+bench-realsites: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
+	$(BENCH_CRAWLER)/bin/python bench/realsites.py
 
 # The jobs on a standalone Spark cluster (a master and 2 workers on loopback) vs DuckDB: docs/benchmarks.md "Spark".
 bench-spark: $(STAMP)

@@ -14,9 +14,11 @@ from scrapy.linkextractors import LinkExtractor
 class BenchSpider(scrapy.Spider):
     name = "bench"
 
-    def __init__(self, seeds: list[str], **kwargs) -> None:
+    def __init__(self, seeds: list[str], allowed: list[str] | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.start_urls = seeds
+        if allowed:  # realsites.py: the pages link to the real web; Scrapy drops other hosts unresolved
+            self.allowed_domains = allowed
         self.links = LinkExtractor()
 
     def parse(self, response):
@@ -39,6 +41,8 @@ if __name__ == "__main__":
     # Optional: a download delay and requests per domain (bench/manyhosts.py's polite web); else compare.py's.
     delay = float(sys.argv[4]) if len(sys.argv) > 4 else 0
     per_domain = int(sys.argv[5]) if len(sys.argv) > 5 else 2
+    # Optional: allowed domains, comma-separated (bench/realsites.py: the pages link to the real web).
+    allowed = sys.argv[6].split(",") if len(sys.argv) > 6 else None
     with open(seeds_file) as fh:
         seeds = [line.strip() for line in fh if line.strip()]
     process = CrawlerProcess(
@@ -59,5 +63,5 @@ if __name__ == "__main__":
             "REACTOR_THREADPOOL_MAXSIZE": 20,
         }
     )
-    process.crawl(BenchSpider, seeds=seeds)
+    process.crawl(BenchSpider, seeds=seeds, allowed=allowed)
     process.start()

@@ -1,0 +1,512 @@
+"""Real sites as a test bed: Debian documentation trees crawled by the crawler and by wget (issue 16).
+
+Each tree (real HTML written by others: large, densely linked, index pages with thousands of links)
+is downloaded once with `apt-get download`, unpacked with `dpkg-deb -x` under bench/.work/realsites/,
+and served by Debian's nginx at the root of its own loopback address (127.0.10.1, 127.0.10.2, ...),
+with a robots.txt of ours that disallows one real folder of the tree. nginx's access log is the one
+witness for every contender: what each requested, with which status and content type.
+
+Ground truth is wget's recursive crawl of each site (no -H, so it stays on the site): the HTML pages
+it fetched with status 200. The crawler runs `crawler crawl` on each site with the shipped defaults
+except what a loopback bench must set (crawlargs.crawl_settings, plus db.ignore_external_links, the
+same for every run). Report per site: HTML pages found against wget's, the pages wget found that the
+crawler did not, requests into the disallowed folder, pages/s and CPU s per 1000 pages against
+wget's, and every request or queued URL naming a host that is not the site (the trees link to the
+real web; nothing of it may be queued, resolved or asked).
+
+    make bench-realsites
+    python3 bench/realsites.py [--tree DIR] [-D db.max_outlinks=5000 --label cap5000] [--only django,python]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from crawlargs import crawl_settings  # noqa: E402
+from nginx import Nginx, ensure_nginx  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = Path(os.environ.get("BENCH_WORK", ROOT / "bench" / ".work")) / "realsites"
+CRAWLER = ROOT / ".venv-bench-crawler" / "bin" / "crawler"  # as compare.py: the crawler as a user installs it
+PEERS = ROOT / "bench" / "peers"
+SCRAPY_PYTHON = ROOT / ".venv-bench" / "bin" / "python"  # make bench-compare's peers virtualenv
+
+
+@dataclass(frozen=True)
+class Site:
+    name: str
+    package: str  # the Debian package, fetched at its candidate version
+    root: str  # the HTML tree inside the package
+    disallow: str  # robots.txt Disallow of ours: a real folder (a file-name prefix where the tree is flat)
+
+
+# Chosen for size (a few hundred to a few thousand pages each, so a run stays modest on a shared
+# machine) and for index pages that list thousands of links: Sphinx genindex pages (Django, Python),
+# DocBook's bookindex (PostgreSQL), BoostBook's reference tree, gtk-doc's api-index-full.
+SITES = [
+    Site("django", "python-django-doc", "usr/share/doc/python-django-doc/html", "/internals/"),
+    Site("python", "python3.11-doc", "usr/share/doc/python3.11/html", "/whatsnew/"),
+    Site("postgres", "postgresql-doc-15", "usr/share/doc/postgresql-doc-15/html", "/ecpg"),  # flat tree
+    Site("boost", "libboost1.81-doc", "usr/share/doc/libboost1.81-doc/doc/html", "/intrusive/"),
+    Site("gtk3", "libgtk-3-doc", "usr/share/gtk-doc/html/gtk3", "/gtk3-"),  # flat tree: the tools' pages
+    # API references whose pages are listed mostly by index pages of hundreds or thousands of links:
+    # Doxygen's (libstdc++: the manual is disallowed, the API stays reachable from api.html) and
+    # Sphinx autosummary's (SciPy: one page per function, listed by its module's page).
+    Site("libstdcxx", "libstdc++-12-doc", "usr/share/doc/gcc-12-base/libstdc++", "/manual/"),
+    Site("scipy", "python-scipy-doc", "usr/share/doc/python-scipy-doc/html", "/dev/"),
+]
+
+# $server_addr names the site; $host is what the client asked for (any other name is a leak).
+LOG_FORMAT = ('$msec $request_time $connection $server_addr $host "$request" $status $body_bytes_sent '
+              '"$sent_http_content_type" "$http_user_agent"')
+LINE = re.compile(r'^(\S+) (\S+) (\d+) (\S+) (\S*) "([^"]*)" (\d+) (\d+) "([^"]*)" "([^"]*)"$')
+
+CONFIG = """
+worker_processes 1;
+daemon off;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+  log_format bench '{log_format}';
+  access_log {prefix}/access.log bench;
+  sendfile on;
+  keepalive_requests 100000;
+  keepalive_timeout 60s;
+  types {{
+    text/html html htm; text/css css; text/plain txt; text/xml xml; application/javascript js;
+    image/png png; image/gif gif; image/jpeg jpg jpeg; image/svg+xml svg; application/pdf pdf;
+  }}
+  default_type application/octet-stream;
+  client_body_temp_path {prefix}/body;
+  proxy_temp_path {prefix}/proxy;
+  fastcgi_temp_path {prefix}/fastcgi;
+  uwsgi_temp_path {prefix}/uwsgi;
+  scgi_temp_path {prefix}/scgi;
+{servers}
+}}
+"""
+
+SERVER = """  server {{
+    listen {addr}:{port} backlog=4096;
+    root {root};
+    location = /robots.txt {{ alias {robots}; }}
+  }}"""
+
+
+def address(index: int) -> str:
+    return f"127.0.10.{index + 1}"
+
+
+def ensure(binary: str, package: str) -> None:
+    """Install a Debian tool the bench runs (as bench/nginx.py installs nginx)."""
+    if shutil.which(binary) is None:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+        subprocess.run(["apt-get", "install", "-y", "-qq", package], check=True, env=env)
+
+
+def prepare(site: Site) -> Path:
+    """The site's HTML root, downloading and unpacking the package only the first time."""
+    debs, tree = WORK / "debs", WORK / "trees" / site.package
+    done = tree / ".unpacked"
+    if not done.exists():
+        debs.mkdir(parents=True, exist_ok=True)
+        if not list(debs.glob(f"{site.package}_*.deb")):
+            subprocess.run(["apt-get", "download", "-q", site.package], cwd=debs, check=True)
+        (deb,) = debs.glob(f"{site.package}_*.deb")
+        shutil.rmtree(tree, ignore_errors=True)
+        tree.mkdir(parents=True)
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(tree)], check=True)
+        done.write_text(deb.name + "\n")
+    root = tree / site.root
+    if not (root / "index.html").is_file():
+        raise SystemExit(f"{site.package}: no index.html at {site.root}; has the package changed?")
+    return root
+
+
+class Sites(Nginx):
+    """nginx serving each site at the root of its own loopback address, every request logged."""
+
+    def __init__(self, sites: list[tuple[Site, Path]], port: int, prefix: Path) -> None:
+        super().__init__(prefix, port, prefix)
+        self.sites = sites
+        self.log = self.prefix / "access.log"
+
+    def __enter__(self) -> Sites:
+        binary = ensure_nginx()
+        self.prefix.mkdir(parents=True, exist_ok=True)
+        servers = []
+        for i, (site, root) in enumerate(self.sites):
+            robots = self.prefix / f"robots-{site.name}.txt"
+            robots.write_text(f"User-agent: *\nDisallow: {site.disallow}\n")
+            servers.append(SERVER.format(addr=address(i), port=self.port, root=root.resolve(), robots=robots))
+        conf = self.prefix / "nginx.conf"
+        conf.write_text(CONFIG.format(prefix=self.prefix, log_format=LOG_FORMAT, servers="\n".join(servers)))
+        self.proc = subprocess.Popen([binary, "-c", str(conf), "-p", str(self.prefix)])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                subprocess.run(["wget", "-q", "-O", "/dev/null", "-U", "bench-probe",
+                                f"http://{address(0)}:{self.port}/robots.txt"], check=True, timeout=2)
+                return self
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+                time.sleep(0.1)
+        self.__exit__()
+        raise RuntimeError(f"nginx did not start; see {self.prefix / 'error.log'}")
+
+    def log_size(self) -> int:
+        return self.log.stat().st_size if self.log.exists() else 0
+
+    def requests_since(self, offset: int) -> list[dict]:
+        rows = []
+        with open(self.log, "rb") as fh:
+            fh.seek(offset)
+            for raw in fh:
+                m = LINE.match(raw.decode("utf-8", "replace").rstrip("\n"))
+                if not m:
+                    raise RuntimeError(f"{self.log}: unreadable line {raw[:200]!r}")
+                msec, rtime, conn, addr, host, request, status, size, ctype, agent = m.groups()
+                method, _, rest = request.partition(" ")
+                rows.append({"t": float(msec), "addr": addr, "host": host, "method": method,
+                             "path": rest.rpartition(" ")[0] or rest, "status": int(status),
+                             "type": ctype, "agent": agent})
+        return rows
+
+
+@dataclass
+class Run:
+    contender: str
+    wall: float
+    cpu: float
+    rss_mb: float
+    server_cpu: float
+    requests: int = 0
+    html: list[str] = field(default_factory=list)  # distinct paths served as text/html with 200
+    statuses: dict[str, int] = field(default_factory=dict)
+    disallowed: list[str] = field(default_factory=list)  # requests into the robots.txt Disallow
+    foreign_hosts: dict[str, int] = field(default_factory=dict)  # Host headers that are not the site
+    other_agents: int = 0  # lines in the run's window from another client (should be 0)
+    queued_external: int = 0  # crawler only: webdb URLs on another host
+    beyond_loopback: list[str] | None = None  # with --trace: addresses beyond loopback connected or sent to
+    own_pages: int | None = None  # crawler only: webdb URLs with status fetched
+    rounds: int | None = None  # crawler only: segments generated
+    left: int | None = None  # crawler only: webdb URLs still unfetched or to retry when it stopped
+    disallowed_known: int | None = None  # crawler only: webdb URLs in the Disallow (the rule had links to obey)
+
+    @property
+    def pages_per_second(self) -> float:
+        return len(self.html) / self.wall if self.wall else 0.0
+
+    @property
+    def cpu_per_1000(self) -> float:
+        return 1000 * self.cpu / len(self.html) if self.html else float("nan")
+
+
+# --trace: every connect/send with an address, of the contender and all its processes, so a DNS query or
+# a connection to any address beyond loopback shows (nginx's log sees only what reached nginx). strace
+# filters in the kernel (seccomp-bpf) but still adds its own CPU: a confinement check, not a timing.
+TRACE = ["strace", "--seccomp-bpf", "-f", "-qq", "-e", "signal=none",
+         "-e", "trace=connect,sendto,sendmsg,sendmmsg"]
+ADDRESS = re.compile(r'inet_addr\("([^"]+)"\)|inet_pton\(AF_INET6, "([^"]+)"')
+TRACING: list[bool] = [False]
+
+
+def outside_loopback(trace: Path) -> list[str]:
+    """The addresses beyond 127.0.0.0/8 and ::1 that a traced run connected or sent to."""
+    found = []
+    for line in trace.read_text(errors="replace").splitlines():
+        for v4, v6 in ADDRESS.findall(line):
+            if not (v4.startswith("127.") or v6 in ("::1", "::ffff:127.0.0.1") or (v4 or v6) in ("0.0.0.0", "::")):
+                found.append(v4 or v6)
+    return found
+
+
+def timed(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> tuple[int, float, float, float]:
+    """Exit status, wall s, user+sys CPU s (the process and the children it waited for), peak RSS MB."""
+    if TRACING[0]:
+        cmd = [*TRACE, "-o", str(log.with_suffix(".strace")), *cmd]
+    with open(log, "w") as out:
+        start = time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=WORK,
+                                env={**os.environ, **env} if env else None)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.monotonic() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def observe(server: Sites, run: Run, offset: int, addr: str, site: Site, agent: str) -> None:
+    rows = server.requests_since(offset)
+    # "-": nginx answered 400 before reading the headers (a request line it rejects, e.g. a bare "%").
+    mine = [r for r in rows if agent in r["agent"] or r["agent"] == "-"]
+    run.other_agents = len(rows) - len(mine)
+    run.requests = len(mine)
+    for r in mine:
+        run.statuses[str(r["status"])] = run.statuses.get(str(r["status"]), 0) + 1
+        if r["host"] and r["host"] != addr:  # empty: a request nginx rejected before its headers
+            run.foreign_hosts[r["host"]] = run.foreign_hosts.get(r["host"], 0) + 1
+        if r["path"].startswith(site.disallow):
+            run.disallowed.append(r["path"])
+    run.html = sorted({r["path"] for r in mine if r["addr"] == addr and r["method"] == "GET"
+                       and r["status"] == 200 and r["type"].startswith("text/html")})
+
+
+def run_wget(server: Sites, site: Site, addr: str, tag: str) -> Run:
+    out = WORK / f"wget-{site.name}"
+    shutil.rmtree(out, ignore_errors=True)
+    offset, served = server.log_size(), server.cpu_seconds()
+    cmd = ["wget", "--recursive", "--level=inf", "--no-parent", "-e", "robots=on", "--no-verbose",
+           "-P", str(out), f"http://{addr}:{server.port}/"]
+    # Exit 8 is "the server answered an error" (the trees have broken links): expected, not a failure.
+    status, wall, cpu, rss = timed(cmd, WORK / f"wget-{site.name}-{tag}.log")
+    if status not in (0, 8):
+        raise RuntimeError(f"wget failed (exit {status}); see {WORK / f'wget-{site.name}-{tag}.log'}")
+    run = Run("wget", wall, cpu, rss, server.cpu_seconds() - served)
+    observe(server, run, offset, addr, site, "Wget/")
+    if TRACING[0]:
+        run.beyond_loopback = outside_loopback(WORK / f"wget-{site.name}-{tag}.strace")
+    shutil.rmtree(out, ignore_errors=True)
+    return run
+
+
+def run_crawler(server: Sites, site: Site, addr: str, tag: str, args: argparse.Namespace) -> Run:
+    crawl = WORK / f"crawl-{args.label}-{site.name}"
+    shutil.rmtree(crawl, ignore_errors=True)
+    crawl.mkdir(parents=True)
+    seeds = crawl.with_suffix(".seeds")
+    seeds.write_text(f"http://{addr}:{server.port}/\n")
+    tree = Path(args.tree).resolve()
+    config = ["-c", str(tree / "config.yaml"), "-D", f"crawl_dir={crawl}"]
+    # The loopback bench's settings only (the same for every run); everything else as shipped.
+    cmd = [str(args.crawler), "crawl", "--seeds", str(seeds), "--rounds", str(args.rounds),
+           "--top-n", "10000000", *config, *crawl_settings(args.concurrency),
+           "-D", "db.ignore_external_links=true", *[a for d in args.define for a in ("-D", d)]]
+    env = {"PYTHONPATH": str(tree)}  # the `crawler` script puts its venv first; PYTHONPATH wins
+    offset, served = server.log_size(), server.cpu_seconds()
+    log = WORK / f"crawler-{args.label}-{site.name}-{tag}.log"
+    status, wall, cpu, rss = timed(cmd, log, env)
+    if status != 0:
+        raise RuntimeError(f"crawler failed (exit {status}); see {log}")
+    bugs = sum(1 for line in log.read_text(errors="replace").splitlines() if '"level": "error"' in line)
+    if bugs:  # a crawl can end with exit 0 having fetched nothing (a plugin that failed to load)
+        raise RuntimeError(f"the crawl logged {bugs} errors; see {log}")
+    run = Run("crawler", wall, cpu, rss, server.cpu_seconds() - served)
+    observe(server, run, offset, addr, site, "crawler/")
+    if TRACING[0]:
+        run.beyond_loopback = outside_loopback(log.with_suffix(".strace"))
+    dump = subprocess.run([str(args.crawler), "readdb", "--dump", "--format", "jsonl", *config],
+                          capture_output=True, text=True, check=True, env={**os.environ, **env}, cwd=WORK)
+    rows = [json.loads(line) for line in dump.stdout.splitlines() if line.strip()]
+    run.queued_external = sum(1 for r in rows if urlsplit(r["url"]).hostname != addr)
+    run.own_pages = sum(1 for r in rows if r["status"] == "fetched")
+    run.left = sum(1 for r in rows if r["status"] in ("unfetched", "retry"))
+    run.rounds = len(list((crawl / "segments").glob("*")))
+    run.disallowed_known = sum(1 for r in rows if (urlsplit(r["url"]).path or "/").startswith(site.disallow))
+    return run
+
+
+def run_scrapy(server: Sites, site: Site, addr: str, tag: str, args: argparse.Namespace) -> Run:
+    out = WORK / f"scrapy-{site.name}.jsonl"
+    out.unlink(missing_ok=True)
+    seeds = WORK / f"scrapy-{site.name}.seeds"
+    seeds.write_text(f"http://{addr}:{server.port}/\n")
+    # Allowed domains = the site: Scrapy drops every other host's request before it is resolved.
+    cmd = [str(args.scrapy_python), str(PEERS / "scrapy_spider.py"), str(seeds), str(out),
+           str(args.concurrency), "0", "2", addr]
+    offset, served = server.log_size(), server.cpu_seconds()
+    log = WORK / f"scrapy-{site.name}-{tag}.log"
+    status, wall, cpu, rss = timed(cmd, log)
+    if status != 0:
+        raise RuntimeError(f"scrapy failed (exit {status}); see {log}")
+    run = Run("scrapy", wall, cpu, rss, server.cpu_seconds() - served)
+    observe(server, run, offset, addr, site, "Scrapy/")
+    if TRACING[0]:
+        run.beyond_loopback = outside_loopback(log.with_suffix(".strace"))
+    out.unlink(missing_ok=True)
+    return run
+
+
+# The tree's runtime dependencies, installed into the crawler's virtualenv when it lacks one: a tree
+# under test (merged main, say) may need a package the virtualenv was built without.
+_MISSING = """
+import importlib.metadata, re, sys, tomllib
+deps = tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]
+def have(req):
+    try:
+        importlib.metadata.distribution(re.split(r"[<>=!~;\\[ ]", req, maxsplit=1)[0])
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+print("\\n".join(d for d in deps if not have(d)))
+"""
+
+
+def ensure_dependencies(crawler: Path, tree: Path) -> None:
+    python, pyproject = crawler.parent / "python", tree / "pyproject.toml"
+    if not pyproject.exists():
+        return
+    found = subprocess.run([str(python), "-c", _MISSING, str(pyproject)], capture_output=True, text=True, check=True)
+    missing = [line for line in found.stdout.splitlines() if line.strip()]
+    if missing:
+        print(f"installing the tree's missing dependencies into {crawler.parent.parent}: {', '.join(missing)}")
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", *missing], check=True)
+
+
+def median_run(runs: list[Run]) -> Run:
+    """The first run's observations with the median wall and CPU of all runs."""
+    first = runs[0]
+    return Run(**{**asdict(first), "wall": statistics.median(r.wall for r in runs),
+                  "cpu": statistics.median(r.cpu for r in runs),
+                  "rss_mb": statistics.median(r.rss_mb for r in runs),
+                  "server_cpu": statistics.median(r.server_cpu for r in runs)})
+
+
+def report(results: dict[str, dict[str, Run]], sites: list[Site], show: int) -> list[str]:
+    """One row per site and contender, measured against wget's run of the same site, then the notes."""
+    lines = ["| site | contender | HTML pages | of wget's | missed | extra | disallowed requests | requests "
+             "| pages/s | x wget | CPU s / 1000 pages | x wget | foreign Host / queued | rounds (URLs left) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    notes = []
+    totals: dict[str, list[float]] = {}
+    for site in sites:
+        w = results[site.name]["wget"]
+        for name, run in results[site.name].items():
+            missed = sorted(set(w.html) - set(run.html))
+            extra = sorted(set(run.html) - set(w.html))
+            share = 100 * len(set(w.html) & set(run.html)) / len(w.html) if w.html else float("nan")
+            queued = "" if name != "crawler" else f" / {run.queued_external}"
+            rounds = "" if run.rounds is None else f"{run.rounds} ({run.left})"
+            denied = "" if run.disallowed_known is None else f" ({run.disallowed_known} known)"
+            lines.append(
+                f"| {site.name} | {name} | {len(run.html)} | {share:.1f}% | {len(missed)} | {len(extra)} | "
+                f"{len(run.disallowed)}{denied} | {run.requests} | {run.pages_per_second:.0f} | "
+                f"{run.pages_per_second / w.pages_per_second:.2f} | {run.cpu_per_1000:.2f} | "
+                f"{run.cpu_per_1000 / w.cpu_per_1000:.2f} | {sum(run.foreign_hosts.values())}{queued} | {rounds} |")
+            total = totals.setdefault(name, [0, 0, 0.0, 0.0])
+            total[0] += len(run.html)
+            total[1] += len(set(w.html) & set(run.html))
+            total[2] += run.wall
+            total[3] += run.cpu
+            if name != "wget" and missed:
+                notes.append(f"{site.name}: wget found, {name} did not: {', '.join(missed[:show])}"
+                             + (" ..." if len(missed) > show else ""))
+            if name != "wget" and extra:
+                notes.append(f"{site.name}: {name} found, wget did not: {', '.join(extra[:show])}"
+                             + (" ..." if len(extra) > show else ""))
+            if run.disallowed:
+                notes.append(f"{site.name}: {name} requested the disallowed {site.disallow}: {run.disallowed[:show]}")
+            if run.foreign_hosts:
+                notes.append(f"{site.name}: {name} sent foreign Host headers: {run.foreign_hosts}")
+            if run.beyond_loopback is not None:
+                beyond = ": " + ", ".join(sorted(set(run.beyond_loopback))) if run.beyond_loopback else ""
+                notes.append(f"{site.name}: {name} (traced) connected or sent to "
+                             f"{len(run.beyond_loopback)} addresses beyond loopback{beyond}")
+            if run.left:
+                notes.append(f"{site.name}: {name} stopped after {run.rounds} rounds with {run.left} URLs "
+                             "unfetched or to retry (raise --rounds)")
+            if run.other_agents:
+                notes.append(f"{site.name}: {run.other_agents} requests from another client during {name}'s run")
+    wget_pages, _, wget_wall, wget_cpu = totals["wget"]
+    for name, (pages, common, wall, cpu) in totals.items():
+        pps, per1000 = pages / wall, 1000 * cpu / max(pages, 1)
+        lines.append(f"| all | {name} | {pages} | {100 * common / wget_pages:.1f}% | | | | | {pps:.0f} | "
+                     f"{pps / (wget_pages / wget_wall):.2f} | {per1000:.2f} | "
+                     f"{per1000 / (1000 * wget_cpu / wget_pages):.2f} | | |")
+    return lines + [""] + notes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tree", default=str(ROOT), help="the crawler's source tree (its crawler/ and config.yaml)")
+    parser.add_argument("--crawler", type=Path, default=CRAWLER, help="the crawler script (a user's install)")
+    parser.add_argument("-D", dest="define", action="append", default=[], metavar="KEY=VALUE",
+                        help="an extra crawler override (an experiment, not the bench settings), e.g. db.max_outlinks=5000")
+    parser.add_argument("--label", default="defaults", help="names this configuration's crawl folders and results")
+    parser.add_argument("--contenders", default="wget,crawler,scrapy",
+                        help="wget is always run: it is the ground truth")
+    parser.add_argument("--scrapy-python", type=Path, default=SCRAPY_PYTHON)
+    parser.add_argument("--only", default=",".join(s.name for s in SITES))
+    parser.add_argument("--runs", type=int, default=1, help="runs per contender, alternating; medians of times")
+    parser.add_argument("--rounds", type=int, default=200, help="crawl rounds at most (it stops when nothing is due)")
+    parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--port", type=int, default=18380)
+    parser.add_argument("--show", type=int, default=5, help="missed URLs listed per site")
+    parser.add_argument("--trace", action="store_true",
+                        help="run each contender under strace and report every address beyond loopback it "
+                             "connected or sent to (a DNS query included); its times then include strace's")
+    args = parser.parse_args()
+    TRACING[0] = args.trace
+    contenders = ["wget", *(c for c in args.contenders.split(",") if c != "wget")]
+    if set(contenders) - {"wget", "crawler", "scrapy"}:
+        raise SystemExit(f"--contenders: wget, crawler or scrapy, not {args.contenders}")
+    if "scrapy" in contenders and not args.scrapy_python.exists():
+        raise SystemExit(f"{args.scrapy_python} is missing: run `make bench-realsites` (it builds the virtualenv)")
+    if "crawler" in contenders and not args.crawler.exists():
+        raise SystemExit(f"{args.crawler} is missing: run `make bench-realsites` (it builds the virtualenv)")
+    wanted = args.only.split(",")
+    unknown = set(wanted) - {s.name for s in SITES}
+    if unknown:
+        raise SystemExit(f"--only: unknown site(s) {', '.join(sorted(unknown))}")
+    WORK.mkdir(parents=True, exist_ok=True)
+    if "crawler" in contenders:
+        ensure_dependencies(args.crawler, Path(args.tree).resolve())
+    ensure("wget", "wget")
+    if args.trace:
+        ensure("strace", "strace")
+    # Every site is served (each keeps its address whatever --only says); only the wanted ones are crawled.
+    served = [(site, prepare(site)) for site in SITES]
+    sites = [s for s in SITES if s.name in wanted]
+    results: dict[str, dict[str, Run]] = {}
+    with Sites(served, args.port, WORK / "nginx") as server:
+        for site in sites:
+            addr = address(SITES.index(site))
+            runs: dict[str, list[Run]] = {name: [] for name in contenders}
+            for i in range(args.runs):
+                for name in contenders[i % len(contenders):] + contenders[:i % len(contenders)]:
+                    if name == "wget":
+                        run = run_wget(server, site, addr, str(i))
+                    elif name == "crawler":
+                        run = run_crawler(server, site, addr, str(i), args)
+                    else:
+                        run = run_scrapy(server, site, addr, str(i), args)
+                    runs[name].append(run)
+                    print(f"{site.name:9s} run {i} {name:8s} {len(run.html):6d} HTML pages {run.requests:6d} requests "
+                          f"{run.wall:7.2f}s {run.pages_per_second:6.0f} p/s {run.cpu_per_1000:6.2f} CPU s/1000 "
+                          f"{len(run.disallowed)} disallowed"
+                          + (f" {run.rounds} rounds, {run.left} URLs left" if run.rounds is not None else ""), flush=True)
+            results[site.name] = {name: median_run(r) for name, r in runs.items()}
+    lines = report(results, sites, args.show)
+    print("\n" + "\n".join(lines))
+    out = WORK / f"results-{args.label}.json"
+    tmp = out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({
+        "label": args.label, "contenders": contenders, "tree": str(Path(args.tree).resolve()), "defines": args.define,
+        "settings": crawl_settings(args.concurrency) + ["-D", "db.ignore_external_links=true"],
+        "runs": args.runs, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "sites": {s.name: {"package": (WORK / "trees" / s.package / ".unpacked").read_text().strip(),
+                           "address": address(SITES.index(s)), "disallow": s.disallow,
+                           **{name: {**asdict(run), "pages": len(run.html), "pages_per_second": run.pages_per_second,
+                                     "cpu_per_1000": run.cpu_per_1000}
+                              for name, run in results[s.name].items()}}
+                  for s in sites},
+        "table": lines,
+    }, indent=1) + "\n")
+    tmp.rename(out)
+    print(f"results: {out}")
+
+
+if __name__ == "__main__":
+    main()
