@@ -298,7 +298,7 @@ class ParseConfig(Section):
     plugins: Annotated[dict[str, list[str]], AfterValidator(_merge_parse_plugins)] = PARSE_PLUGINS
     follow_nofollow_links: bool = False
     outlink_tags: list[Literal["a", "area", "frame", "iframe", "link"]] = ["a", "area", "frame", "iframe", "link"]
-    link_rels: list[str] = ["alternate", "next", "prev"]
+    link_rels: list[str] = ["alternate", "next", "prev", "index", "contents", "search", "start", "first", "last", "up", "top", "home", "help", "glossary", "chapter", "section", "subsection", "appendix", "copyright"]
     gunzip_limit: Size = 50 * 1024 * 1024
     processes: int = Field(0, ge=0)
 

@@ -17,7 +17,10 @@ from crawler.urls.normalize import PLAIN, Normalizer
 # Where each outlink element keeps its target.
 _TARGET_ATTR = {"a": "href", "area": "href", "frame": "src", "iframe": "src", "link": "href"}
 DEFAULT_TAGS = tuple(_TARGET_ATTR)
-DEFAULT_LINK_RELS = ("alternate", "next", "prev")
+# Navigational <link rel> types (HTML 4's and HTML's): documentation generators (Sphinx, DocBook,
+# Boostbook) link an index, a search page or a chapter only this way; stylesheets and icons are not pages.
+DEFAULT_LINK_RELS = ("alternate", "next", "prev", "index", "contents", "search", "start", "first", "last", "up",
+                     "top", "home", "help", "glossary", "chapter", "section", "subsection", "appendix", "copyright")
 _ABSOLUTE = ("http://", "https://")
 _OTHER_SCHEMES = ("javascript:", "mailto:", "tel:", "data:")
 # Never rendered as text. <title> is reported on its own and lands in <body> when a

@@ -601,3 +601,14 @@ def test_outlink_elements_and_link_rels_are_configurable(tags, rels, expected):
     )
     assert urls(res) == [n("http://example.com" + p) for p in expected]
     assert res.canonical == n("http://example.com/canon")  # read whatever the outlink choices
+
+
+def test_navigational_link_rels_are_followed_by_default():
+    """A Sphinx head: rel=index, search, next, prev and up are outlinks by default; stylesheet and icon are not."""
+    res = parse(
+        '<link rel="stylesheet" href="/s.css"><link rel="icon" href="/f.ico">'
+        '<link rel="index" title="Index" href="/genindex.html"><link rel="search" href="/search.html">'
+        '<link rel="next" href="/b.html"><link rel="prev" href="/a.html"><link rel="up" href="/toc.html">'
+    )
+    assert sorted(urls(res)) == sorted(n("http://example.com" + p) for p in
+                                       ("/genindex.html", "/search.html", "/b.html", "/a.html", "/toc.html"))
