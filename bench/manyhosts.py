@@ -57,9 +57,16 @@ class Site:
 class Web:
     """Serve sites on (address, port) pairs from one aiohttp application; log each request."""
 
-    def __init__(self, sites: dict[tuple[str, int], Site], log: Path | None = None) -> None:
+    def __init__(self, sites: dict[tuple[str, int], Site], log: Path | None = None,
+                 watch_lag: bool = False) -> None:
         self.sites = sites
         self.requests: list[Request] = []
+        # The judge's own precision: a request is stamped when its handler runs, and while this one loop is
+        # busy (a burst of hundreds of hosts at once) a request waits unstamped. With ``watch_lag`` a 1 ms
+        # ticker records how late the loop ran: (when, how late), for every lag over 2 ms.
+        self.lags: list[tuple[float, float]] = []
+        self._watch_lag = watch_lag
+        self._ticker: asyncio.Task[None] | None = None
         self.log_path = log
         self._log = None
         self._runner: web.AppRunner | None = None
@@ -79,9 +86,26 @@ class Web:
         self.sites = bound  # port 0 became a real port
         if self.log_path is not None:
             self._log = open(self.log_path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - lives with the server
+        if self._watch_lag:
+            self._ticker = asyncio.ensure_future(self._tick())
         return self
 
+    async def _tick(self) -> None:
+        while True:
+            due = time.monotonic() + 0.001
+            await asyncio.sleep(0.001)
+            late = time.monotonic() - due
+            if late > 0.002:
+                self.lags.append((due, late))
+
+    def max_lag(self, since: float = 0.0) -> float:
+        return max((late for due, late in self.lags if due >= since), default=0.0)
+
     async def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -261,8 +285,8 @@ async def main_async(args: argparse.Namespace) -> int:
     expected = args.hosts * (2 + args.pages)
     log_path = WORK / "requests.jsonl"
     log_path.unlink(missing_ok=True)
-    reports, lines = [], []
-    async with Web(sites, log_path) as server:
+    reports, lines, lags = [], [], []
+    async with Web(sites, log_path, watch_lag=True) as server:
         for name in args.only.split(","):
             if name == "scrapy" and importlib.util.find_spec("scrapy") is None:
                 print("scrapy: not installed here (make bench-compare builds .venv-bench with it); skipped")
@@ -282,6 +306,12 @@ async def main_async(args: argparse.Namespace) -> int:
             agent = "crawler" if name != "scrapy" else "scrapy"
             total, _ = observe(reqs, origins, agent=agent, min_delay=4.0, in_flight=1, name=name)
             reports.append(total)
+            # Judged again allowing for the server's own measured stamping lag during this run.
+            lag = server.max_lag(started)
+            lenient, _ = observe(reqs, origins, agent=agent, min_delay=4.0, in_flight=1, name=name,
+                                 tolerance=lag + 0.002)
+            lags.append(f"{name}: the server's loop ran up to {1000 * lag:.0f} ms late; gaps below the delay by "
+                        f"more than that: {lenient.gaps_below_delay} (by more than 2 ms: {total.gaps_below_delay})")
             span = (total.last_end - total.first_start) if reqs else float("nan")
             bound = bound_seconds(reqs, origins, server.sites, 4.0)
             lines.append(f"| {name} | {len(reqs)} / {expected} | {span:.1f} | {bound:.1f} | "
@@ -291,6 +321,8 @@ async def main_async(args: argparse.Namespace) -> int:
     print("\n| contender | requests / complete crawl | span s | politeness bound s | of the bound | violations | wall s |")
     print("|---|---|---|---|---|---|---|")
     print("\n".join(lines))
+    print()
+    print("\n".join(lags))
     print()
     print(table(reports))
     for report in reports:
