@@ -102,15 +102,16 @@ class TestHostTracker:
     def test_tail_when_the_hosts_left_cannot_keep_workers_busy(self):
         """The tail starts once the running fetches' hosts with work x per-host limit drop below the concurrency."""
         cfg = FetcherConfig(concurrency=3, per_host_concurrency=1, min_delay=0)
-        freed: list[int] = []
+        freed: list[tuple[str, float]] = []
         clock = FakeClock()
-        first = HostTracker(Counter({"a": 2, "b": 1}), cfg, clock=clock, on_change=lambda: freed.append(1))
+        first = HostTracker(Counter({"a": 2, "b": 1}), cfg, clock=clock,
+                            on_change=lambda host, free_at: freed.append((host, free_at)))
         second = HostTracker(Counter({"c": 1}), cfg)
         assert not in_tail([first, second], cfg)
         first.fetch_done(done("a"))
         assert not in_tail([first, second], cfg) and not freed
         first.fetch_done(done("b"))
-        assert in_tail([first, second], cfg) and freed == [1]
+        assert in_tail([first, second], cfg) and freed == [("b", clock.now)]
         clock.now += 1
         assert first.busy_hosts() | second.busy_hosts() == {"a", "c"}
 

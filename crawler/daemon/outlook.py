@@ -1,0 +1,51 @@
+"""Right after a generate: when the next URL comes due, and which left-out hosts have due URLs.
+
+These bound when the same generate could find something new with nothing else
+changed: the time passing the earliest ``next_fetch`` still ahead, or a busy
+host with due URLs being freed. A host freed with nothing due cannot change
+the answer, so the daemon does not generate for it (the tail of a fetch frees
+its hosts one by one). Due URLs of hosts nobody holds (``generate.top_n`` cut
+them) mean the next generate finds something as soon as it may run. One query
+over the live version's pages; the few fetchlists not merged yet (the new
+segment's among them) are read as generate reads them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pyarrow as pa
+
+from crawler.config import CrawlerConfig
+from crawler.daemon.wake import Outlook
+from crawler.errors import StorageError
+from crawler.jobs.engine import first_line, open_engine, sql_literal
+from crawler.jobs.generate import pending_fetchlists
+from crawler.models import FETCHLIST, PAGES, DbStatus
+from crawler.webdb.store import VersionedStore
+
+
+def webdb_outlook(cfg: CrawlerConfig, now: datetime, excluded: set[str], hops: set[str]) -> Outlook:
+    """``now``: the one generate used; ``excluded``: the hosts it left out (busy in a running fetch) and those of
+    the segment it generated, if any; ``hops``: the URLs it left out (redirect targets a running fetch took)."""
+    version = VersionedStore(cfg.crawl_path / "webdb").require_current()
+    con = open_engine(cfg)
+    try:
+        pages = con.source(sorted((version.path / "pages").glob("*.parquet")), PAGES)
+        handed_out = con.source(pending_fetchlists(cfg.crawl_path / "segments", version.merged_segments), FETCHLIST)
+        when = sql_literal(now)
+        live = f"p.status <> '{DbStatus.DUPLICATE}'"
+        next_due = con.rows(f"SELECT min(p.next_fetch) FROM {pages} p WHERE p.next_fetch > {when} AND {live}")[0][0]
+        con.register("outlook_hosts", pa.table({"host": sorted(excluded)}, schema=pa.schema([PAGES.field("host")])))
+        con.register("outlook_urls", pa.table({"url": sorted(hops)}, schema=pa.schema([PAGES.field("url")])))
+        con.create_table("outlook_due", f"""SELECT p.host, p.host IN (SELECT host FROM outlook_hosts) AS left_out
+            FROM {pages} p WHERE p.next_fetch <= {when} AND {live}
+              AND NOT EXISTS (SELECT 1 FROM {handed_out} h WHERE h.url = p.url)
+              AND p.url NOT IN (SELECT url FROM outlook_urls)""")
+        waiting = frozenset(row[0] for row in con.rows("SELECT DISTINCT host FROM outlook_due WHERE left_out"))
+        more = bool(con.rows("SELECT count(*) FROM (SELECT 1 FROM outlook_due WHERE NOT left_out LIMIT 1) t")[0][0])
+    except con.errors as exc:
+        raise StorageError(f"daemon outlook: {first_line(exc)}") from exc
+    finally:
+        con.close()
+    return Outlook(version.number, next_due, waiting, more)
