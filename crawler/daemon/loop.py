@@ -52,7 +52,7 @@ from crawler.commands.cycle import segments_dir, unfinished_segments
 from crawler.config import CrawlerConfig
 from crawler.daemon.figures import webdb_figures
 from crawler.daemon.outlook import webdb_outlook
-from crawler.daemon.overlap import HostTracker, hosts_left, in_tail, part_hosts
+from crawler.daemon.overlap import HostTracker, hosts_left, in_tail
 from crawler.daemon.reload import Reload
 from crawler.daemon.retention import prune_segments
 from crawler.daemon.seeds import STATE_FILE, SeedWatcher
@@ -336,9 +336,12 @@ class CrawlLoop:
                 return None, UNKNOWN
             now = utc_now()
             report = generate(run_cfg, self.log, now, exclude_hosts=busy or None, exclude_urls=hops or None)
-            # The new segment's hosts are busy from now on too.
-            held = busy | set(part_hosts(report.segment.parts("fetchlist"))) if report.segment else busy
-            return report, webdb_outlook(run_cfg, now, held, hops)
+            try:
+                return report, webdb_outlook(run_cfg, now, busy, hops, report.segment)
+            except CrawlerError as exc:  # a hint only: without it, every wake-up may change the answer
+                self.log.warning("daemon.outlook_failed", error=str(exc),
+                                 fallback="generate runs on every host freed and every daemon.idle_sleep")
+                return report, UNKNOWN
 
     def _open_fetch(self, cfg: CrawlerConfig, name: str,
                     stack: contextlib.ExitStack) -> tuple[CrawlerConfig, Segment, list[int] | None, Counter[str]]:

@@ -22,24 +22,32 @@ from crawler.errors import StorageError
 from crawler.jobs.engine import first_line, open_engine, sql_literal
 from crawler.jobs.generate import pending_fetchlists
 from crawler.models import FETCHLIST, PAGES, DbStatus
+from crawler.segments.layout import Segment
 from crawler.webdb.store import VersionedStore
 
 
-def webdb_outlook(cfg: CrawlerConfig, now: datetime, excluded: set[str], hops: set[str]) -> Outlook:
-    """``now``: the one generate used; ``excluded``: the hosts it left out (busy in a running fetch) and those of
-    the segment it generated, if any; ``hops``: the URLs it left out (redirect targets a running fetch took)."""
+def webdb_outlook(cfg: CrawlerConfig, now: datetime, excluded: set[str], hops: set[str],
+                  segment: Segment | None = None) -> Outlook:
+    """``now``: the one generate used; ``excluded``: the hosts it left out (busy in a running fetch); ``hops``: the
+    URLs it left out (redirect targets a running fetch took); ``segment``: the one it generated, whose hosts are
+    busy from now on too."""
     version = VersionedStore(cfg.crawl_path / "webdb").require_current()
     con = open_engine(cfg)
     try:
         pages = con.source(sorted((version.path / "pages").glob("*.parquet")), PAGES)
         handed_out = con.source(pending_fetchlists(cfg.crawl_path / "segments", version.merged_segments), FETCHLIST)
+        if segment is not None:  # read by the engine: staged by reference, the parts name objects in the bucket
+            listed = con.source(segment.parts("fetchlist"), FETCHLIST)
+            excluded = excluded | {row[0] for row in con.rows(f"SELECT DISTINCT host FROM {listed}")}
         when = sql_literal(now)
         live = f"p.status <> '{DbStatus.DUPLICATE}'"
         next_due = con.rows(f"SELECT min(p.next_fetch) FROM {pages} p WHERE p.next_fetch > {when} AND {live}")[0][0]
         con.register("outlook_hosts", pa.table({"host": sorted(excluded)}, schema=pa.schema([PAGES.field("host")])))
         con.register("outlook_urls", pa.table({"url": sorted(hops)}, schema=pa.schema([PAGES.field("url")])))
-        con.create_table("outlook_due", f"""SELECT p.host, p.host IN (SELECT host FROM outlook_hosts) AS left_out
-            FROM {pages} p WHERE p.next_fetch <= {when} AND {live}
+        # A join, not IN in the select list: Spark takes subqueries in filters only.
+        con.create_table("outlook_due", f"""SELECT p.host, e.host IS NOT NULL AS left_out
+            FROM {pages} p LEFT JOIN outlook_hosts e ON e.host = p.host
+            WHERE p.next_fetch <= {when} AND {live}
               AND NOT EXISTS (SELECT 1 FROM {handed_out} h WHERE h.url = p.url)
               AND p.url NOT IN (SELECT url FROM outlook_urls)""")
         waiting = frozenset(row[0] for row in con.rows("SELECT DISTINCT host FROM outlook_due WHERE left_out"))
