@@ -67,6 +67,11 @@ class Metrics:
                                        "while the daemon overlaps segments)", registry=r)
         self.config_reloads = Counter("crawler_config_reloads_total", "SIGHUP reloads, by result (ok, invalid)",
                                       ["result"], registry=r)
+        self.generate_runs = Counter("crawler_generate_runs_total", "generate jobs the daemon ran, by what they "
+                                     "found (segment, nothing)", ["found"], registry=r)
+        self.generate_skipped = Counter("crawler_generate_skipped_total", "Wake-ups that ran no generate because "
+                                        "nothing that could change its answer had changed, by what woke the daemon "
+                                        "(host_freed, idle_sleep, seeds)", ["reason"], registry=r)
         self._progress: dict[str, FetchProgress] = {}
 
     # --- FetchObserver ---

@@ -25,6 +25,11 @@ each fetch is staged as its command would be (crawler/storage/steps.py), as
 spark.master works; a fetch in the ordinary staging copy with its partitions
 leased, publishing before its segment is merged. The daemon then holds the
 crawl_dir's ``crawl.lock`` for its life instead of the stores' leases.
+
+Between steps the loop sleeps until something could change what generate
+finds (wake.py lists the reasons): a seed file in ``daemon.seeds`` (watched),
+a merge, the next URL coming due, a waiting host freed, a fetch ending, SIGHUP;
+``daemon.idle_sleep`` is the longest sleep. Generate runs only for such a reason.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from structlog.contextvars import bound_contextvars
@@ -44,12 +51,15 @@ from structlog.contextvars import bound_contextvars
 from crawler.commands.cycle import segments_dir, unfinished_segments
 from crawler.config import CrawlerConfig
 from crawler.daemon.figures import webdb_figures
+from crawler.daemon.outlook import webdb_outlook
 from crawler.daemon.overlap import HostTracker, hosts_left, in_tail
 from crawler.daemon.reload import Reload
 from crawler.daemon.retention import prune_segments
 from crawler.daemon.seeds import STATE_FILE, SeedWatcher
 from crawler.daemon.shared import FetchShared, fetchlist_hashes
 from crawler.daemon.status import DaemonStatus
+from crawler.daemon.wake import UNKNOWN, Outlook, Wake, utc_now
+from crawler.daemon.watch import watch_seeds
 from crawler.errors import CrawlerError, SegmentError
 from crawler.fetcher.events import FetchDone, FetchProgress
 from crawler.fetcher.known import KnownFetched
@@ -135,8 +145,8 @@ class CrawlLoop:
         self.by_step = staged_by_step(config())  # read at start: a SIGHUP cannot move the crawl_dir
         # Staged by step, the seed memory lives where the inject step pulls it, in the reference tree.
         self.seeds = SeedWatcher((reference_tree(config()) if self.by_step else config().crawl_path) / STATE_FILE)
-        self._changed = asyncio.Event()  # a fetch ended or a host was freed: time to look again
-        self._fresh = True  # something may have become due since generate last found nothing
+        # What changed since generate last ran, and when to look again.
+        self.wake = Wake(on_skip=lambda cause: metrics.generate_skipped.labels(cause).inc())
         self._look_back = True  # segments an earlier run (or a failed step) left unmerged may exist
         # While fetches run, generate at most half the time: on a large webdb one generate takes a while.
         self._generate_after = 0.0
@@ -156,6 +166,8 @@ class CrawlLoop:
             # starting the processes costs about 0.5 s. Read at start; a SIGHUP does not resize it.
             self.parse_pool = ParsePool(cfg, cfg.fetcher.parse_processes)
             self.log.info("daemon.parse_pool", processes=cfg.fetcher.parse_processes)
+        watcher = asyncio.create_task(watch_seeds(lambda: Path(self.config().daemon.seeds),
+                                                  lambda: self.wake.changed("seeds"), self.stop, self.log))
         try:
             while not self.stop.is_set():
                 cfg = self.config()
@@ -163,13 +175,17 @@ class CrawlLoop:
                     self.log.info("daemon.max_cycles", cycles=self.cycles)
                     break
                 outcome = await self.step(cfg)
-                if outcome in ("idle", "failed"):
+                if outcome == "failed":
                     self.status.phase = "idle"
                     await self._sleep(cfg.daemon.idle_sleep)
-                elif outcome == "wait":
-                    self.status.phase = "fetch"
-                    await self._wait_change(cfg.daemon.idle_sleep)
+                    self.wake.note("retry")
+                elif outcome in ("idle", "wait"):
+                    self.status.phase = "idle" if outcome == "idle" else "fetch"
+                    await self._wait(cfg)
         finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
             await self._drain()
             await self.shared.aclose()
             if self.parse_pool is not None:
@@ -214,7 +230,7 @@ class CrawlLoop:
 
     async def step(self, cfg: CrawlerConfig) -> str:
         """Merge what finished, resume or generate what is due; returns busy, wait, idle, failed or stopped."""
-        self._changed.clear()  # before looking: whatever happens from here wakes the next wait
+        self.wake.looking()
         while self.finished:
             if not await self._merge(self.finished.popleft()):
                 self._look_back = True
@@ -256,31 +272,45 @@ class CrawlLoop:
         return resumed
 
     async def _generate(self, cfg: CrawlerConfig) -> str:
+        waiting = "wait" if self.unmerged else "idle"
+        if not self.wake.reasons:
+            return waiting  # nothing changed: generate would find what it found last time
         trackers = [f.tracker for f in self.running.values() if f.tracker is not None]
-        if self.running and not (cfg.daemon.overlap and self._fresh and in_tail(trackers, cfg.fetcher)
+        if self.running and not (cfg.daemon.overlap and in_tail(trackers, cfg.fetcher)
                                  and time.monotonic() >= self._generate_after):
             return "wait"
-        self._fresh = False
+        reasons, skipped = self.wake.take()
         phases: dict[str, float] = {}
-        await self._phase("inject", phases, self._inject_seeds, cfg)
+        injected = await self._phase("inject", phases, self._inject_seeds, cfg)
         self.metrics.phase_seconds.labels("inject").observe(phases["inject"])
+        if not injected and reasons == {"seeds"}:  # a folder event with no new content (a deletion, a touch)
+            self.wake.skipped.update(skipped)
+            self.wake.skip("seeds")
+            return waiting
+        self.log.info("daemon.wake", reasons=sorted(reasons), skipped=dict(skipped), seeds_injected=injected)
         busy: set[str] = set().union(*(t.busy_hosts() for t in trackers))
         t0 = time.monotonic()
         # Redirect targets the running segments took are fetched there: not again in this one.
-        report = await self._phase("generate", phases, self._generate_job, cfg, busy,
-                                   self.shared.held.hop_targets())
+        report, outlook = await self._phase("generate", phases, self._generate_job, cfg, busy,
+                                            self.shared.held.hop_targets())
         self._generate_after = time.monotonic() + phases["generate"]
+        self.wake.generated(outlook)
         if report is None:
             if self.unmerged:
                 return "wait"
-            self.log.info("daemon.idle", reason=f"no crawl database yet: drop seed files into {cfg.daemon.seeds}")
+            self.log.info("daemon.idle", reason=f"no crawl database yet: drop seed files into {cfg.daemon.seeds}",
+                          sleep_s=cfg.daemon.idle_sleep)
             return "idle"
+        self.metrics.generate_runs.labels("segment" if report.segment else "nothing").inc()
         if report.segment is None:
             if self.unmerged:  # fetching, or fetched (maybe during this generate) and about to be merged
                 self.log.debug("daemon.overlap_skipped", reason="nothing due outside the busy hosts",
-                               busy_hosts=len(busy), fetching=sorted(self.running))
+                               busy_hosts=len(busy), waiting_hosts=len(outlook.waiting or ()),
+                               fetching=sorted(self.running))
                 return "wait"
-            self.log.info("daemon.idle", reason="nothing due", sleep_s=cfg.daemon.idle_sleep)
+            sleep = self.wake.until_deadline()
+            self.log.info("daemon.idle", reason="nothing due", next_due=_iso(outlook.next_due),
+                          sleep_s=round(min(cfg.daemon.idle_sleep, sleep if sleep is not None else float("inf")), 3))
             return "idle"
         if self.stop.is_set():
             return "stopped"  # the segment stays generated; the next run fetches it first
@@ -299,12 +329,19 @@ class CrawlLoop:
         with self._as(cfg, SEEDS) as (run_cfg, _):
             return self.seeds.inject_new(run_cfg, self.log)
 
-    def _generate_job(self, cfg: CrawlerConfig, busy: set[str], hops: set[str]) -> Any:
-        """generate's report; None while there is no crawl database yet."""
+    def _generate_job(self, cfg: CrawlerConfig, busy: set[str], hops: set[str]) -> tuple[Any, Outlook]:
+        """generate's report (None while there is no crawl database yet), and what may change its answer."""
         with self._as(cfg, "generate", top_n=None, partitions=None) as (run_cfg, _):
             if VersionedStore(run_cfg.crawl_path / "webdb").current() is None:
-                return None
-            return generate(run_cfg, self.log, exclude_hosts=busy or None, exclude_urls=hops or None)
+                return None, UNKNOWN
+            now = utc_now()
+            report = generate(run_cfg, self.log, now, exclude_hosts=busy or None, exclude_urls=hops or None)
+            try:
+                return report, webdb_outlook(run_cfg, now, busy, hops, report.segment)
+            except CrawlerError as exc:  # a hint only: without it, every wake-up may change the answer
+                self.log.warning("daemon.outlook_failed", error=str(exc),
+                                 fallback="generate runs on every host freed and every daemon.idle_sleep")
+                return report, UNKNOWN
 
     def _open_fetch(self, cfg: CrawlerConfig, name: str,
                     stack: contextlib.ExitStack) -> tuple[CrawlerConfig, Segment, list[int] | None, Counter[str]]:
@@ -359,9 +396,9 @@ class CrawlLoop:
         self.numbered += 1
         return self.numbered
 
-    def _host_freed(self) -> None:
-        self._fresh = True
-        self._changed.set()
+    def _host_freed(self, host: str, free_at: float) -> None:
+        held = any(host in f.tracker.remaining for f in self.running.values() if f.tracker is not None)
+        self.wake.host_freed(host, free_at, held)
 
     def _fetch_ended(self, fetch: RunningFetch) -> None:
         name = fetch.segment.name
@@ -372,7 +409,7 @@ class CrawlLoop:
         self.metrics.fetch_ended(name)
         self.metrics.segments_fetching.set(len(self.running))
         self.finished.append(fetch)
-        self._changed.set()
+        self.wake.changed("fetch_ended")
 
     async def _merge(self, fetch: RunningFetch) -> bool:
         """One cycle's end: updatedb, invertlinks (dedup) and prune for a finished fetch; False if it failed."""
@@ -404,7 +441,7 @@ class CrawlLoop:
                 self.log.exception("cycle.failed", error=repr(exc), phase=self.status.phase)
             else:
                 self.cycles += 1
-                self._fresh = True
+                self.wake.note("merged")
                 self.shared.segment_merged(segment)
                 self._done(number, fetch, phases, report, figures)
                 return True
@@ -517,24 +554,45 @@ class CrawlLoop:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _wait_change(self, timeout: float) -> None:
-        """Until a fetch ends, a host is freed, or the daemon is stopped; at most ``timeout``.
+    async def _wait(self, cfg: CrawlerConfig) -> None:
+        """Until something could change what generate finds, or a fetch ends; at most ``daemon.idle_sleep``.
 
-        After the timeout the loop looks again anyway, as an idle daemon does: seed files dropped, or
-        URLs that came due, while one long fetch runs without a host to free.
+        Once idle_sleep passes with nothing seen, the loop looks at what the watches might miss (a seed
+        folder without change notifications, another command writing the webdb) before it sleeps again.
         """
+        longest = cfg.daemon.idle_sleep
         hold = self._generate_after - time.monotonic()
-        if self._fresh and 0 < hold < timeout:
-            timeout = hold  # a change came while generate was held back: look again when it may run
-        waits = [asyncio.ensure_future(self._changed.wait()), asyncio.ensure_future(self.stop.wait())]
+        if self.running and self.wake.reasons and 0 < hold < longest:
+            # A change came while generate was held back (at most half the time): look again when it may run.
+            await self.wake.wait(self.stop, hold)
+            return
+        if await self.wake.wait(self.stop, longest) or self.stop.is_set():
+            return
+        reason = "idle_sleep" if self.by_step else await asyncio.to_thread(self._changed_outside, cfg)
+        if reason is not None:
+            self.wake.note(reason)
+        elif not self.wake.reasons:
+            self.wake.skip("idle_sleep")
+
+    def _changed_outside(self, cfg: CrawlerConfig) -> str | None:
+        """What changed that no watch reports: another command's webdb version, seeds on an unwatched folder.
+
+        (Staged by step the version lives in the bucket: the loop generates once per idle_sleep instead.)
+        """
         try:
-            done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for wait in waits:
-                wait.cancel()
-        if not done:
-            self._fresh = True
+            current = VersionedStore(cfg.crawl_path / "webdb").current()
+        except CrawlerError:
+            return "webdb"  # generate meets the same error and reports it as a failed cycle
+        if (current.number if current else None) != self.wake.outlook.version:
+            return "webdb"
+        if self.seeds.has_new(cfg, self.log):
+            return "seeds"
+        return None
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.stop.wait(), seconds)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment is not None else None

@@ -47,11 +47,12 @@ class HostTracker:
     """A ``FetchObserver`` that counts a running segment's entries down, host by host."""
 
     def __init__(self, remaining: Counter[str], cfg: FetcherConfig, clock: Callable[[], float] = time.monotonic,
-                 on_change: Callable[[], None] | None = None) -> None:
+                 on_change: Callable[[str, float], None] | None = None) -> None:
         self.remaining = dict(remaining)
         self.cfg = cfg
         self.clock = clock
-        self.on_change = on_change  # a host has no work left in this segment
+        # (host, when it leaves busy_hosts): a host has no work left in this segment
+        self.on_change = on_change
         self.finished_at: dict[str, float] = {}
 
     def fetch_done(self, event: FetchDone) -> None:
@@ -60,9 +61,9 @@ class HostTracker:
             return
         if left <= 1:
             del self.remaining[event.host]
-            self.finished_at[event.host] = self.clock()
+            at = self.finished_at[event.host] = self.clock()
             if self.on_change is not None:
-                self.on_change()
+                self.on_change(event.host, at + self.cfg.min_delay)
         else:
             self.remaining[event.host] = left - 1
 

@@ -5,7 +5,7 @@ taking entries, finish what is in flight, commit their writers; the cycle ends
 between two phases); a second one exits at once. Exiting at once is safe
 because every writer writes under a temporary name and renames when complete:
 a cut leaves only temp files, which the next start removes. SIGHUP reloads the
-config (see ``reload.py``).
+config (see ``reload.py``) and wakes an idle daemon.
 """
 
 from __future__ import annotations
@@ -138,6 +138,8 @@ class Service:
             self.log.error("config.reload_failed", error=str(exc), kept="the running config")
             return
         self.metrics.config_reloads.labels("ok").inc()
+        if self.crawl is not None:
+            self.crawl.wake.changed("reload")  # generate.* may have changed what is selected
         new = reload.config
         now: list[str] = []
         if reload.keys("log") or new.log.file:

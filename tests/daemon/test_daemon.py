@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
+from datetime import datetime
 from pathlib import Path
 
 import duckdb
 from warcio.archiveiterator import ArchiveIterator
 
+from crawler.daemon.wake import utc_now
 from tests.conftest import run_crawler
 from tests.daemon.conftest import daemon_args, http_get, seed, write_site
 from tests.procs import kill_child
@@ -313,5 +316,82 @@ class TestOverlap:
         assert first["segment"] not in {e["segment"] for e in daemon.find("cycle.done")}
         assert len(daemon.find("daemon.overlap")) >= ALL_PAGES - 1
         assert b.max_in_flight == c.max_in_flight == 1
+        daemon.signal(signal.SIGTERM)
+        assert await daemon.wait_exit() == 0
+
+
+def metric(text: str, name: str) -> float:
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + " ")]
+    return values[0] if values else 0.0
+
+
+def due_in(idle: dict) -> float:
+    """Seconds from now to the ``next_due`` of a ``daemon.idle`` event."""
+    return (datetime.strptime(idle["next_due"], "%Y-%m-%dT%H:%M:%SZ") - utc_now()).total_seconds()
+
+
+class TestWake:
+    async def test_seed_file_dropped_into_an_idle_daemon_is_fetched_at_once(self, tmp_path, three_hosts,
+                                                                          start_daemon):
+        """The seeds folder is watched: a new file is fetched long before daemon.idle_sleep (10 min here) is over.
+
+        Each segment is generated once, after the merge before it: the hosts a fetch frees as it ends have
+        nothing due, so they run no generate, and the daemon goes idle after one generate that found nothing.
+        """
+        a, _b, c = three_hosts
+        seed(tmp_path, "a.txt", a.url("/"))
+        daemon = await start_daemon(*daemon_args(tmp_path, "-D", "daemon.idle_sleep=10m"), cwd=tmp_path)
+        idle = await daemon.wait_event("daemon.idle", reason="nothing due")
+        assert idle["sleep_s"] == 600 and due_in(idle) > 86400  # the pages' refetch, db.fetch_interval away
+        assert len(daemon.find("generate.done")) == len(daemon.find("cycle.done")) == 3
+        assert len(daemon.find("generate.empty")) == 1
+        mark = len(daemon.events)
+        seed(tmp_path, "c.txt", c.url("/"))
+        await daemon.wait_for(lambda _e: c.requests, "the server of the new seed to see a request")
+        woke = await daemon.wait_event("daemon.wake", after=mark)
+        assert woke["reasons"] == ["seeds"] and woke["seeds_injected"] == ["c.txt"]
+        await daemon.wait_event("daemon.idle", after=mark, reason="nothing due")
+        assert len(fetched_on(c)) == ALL_PAGES
+        daemon.signal(signal.SIGTERM)
+        assert await daemon.wait_exit() == 0
+
+    async def test_idle_daemon_generates_only_when_something_changed(self, tmp_path, three_hosts, start_daemon):
+        """Waking every daemon.idle_sleep with nothing changed runs no generate (counted); SIGHUP runs one."""
+        a, _b, _c = three_hosts
+        seed(tmp_path, "a.txt", a.url("/"))
+        daemon = await start_daemon(*daemon_args(tmp_path), cwd=tmp_path)  # daemon.idle_sleep 0.2 s
+        port = await daemon.port()
+        await daemon.wait_event("daemon.idle", reason="nothing due")
+        mark = len(daemon.events)
+        skipped = 'crawler_generate_skipped_total{reason="idle_sleep"}'
+        for _ in range(300):
+            _status, _ctype, text = await http_get(port, "/metrics")
+            if metric(text, skipped) >= 3:
+                break
+            await asyncio.sleep(0.1)
+        assert metric(text, skipped) >= 3, text
+        assert metric(text, 'crawler_generate_runs_total{found="nothing"}') == 1
+        assert not [e for e in daemon.events[mark:] if e.get("event", "").startswith("generate.")]
+        mark = len(daemon.events)
+        daemon.signal(signal.SIGHUP)
+        woke = await daemon.wait_event("daemon.wake", after=mark)
+        assert woke["reasons"] == ["reload"] and woke["skipped"]["idle_sleep"] >= 3
+        await daemon.wait_event("generate.empty", after=mark)
+        daemon.signal(signal.SIGTERM)
+        assert await daemon.wait_exit() == 0
+
+    async def test_idle_daemon_wakes_when_the_next_url_comes_due(self, tmp_path, three_hosts, start_daemon):
+        """Idle with a refetch a few seconds ahead, the daemon sleeps until then (not idle_sleep) and refetches."""
+        a, _b, _c = three_hosts
+        write_site(Path(a.root), 0)
+        seed(tmp_path, "a.txt", a.url("/"))
+        args = daemon_args(tmp_path, "-D", "daemon.idle_sleep=10m", "-D", "db.fetch_interval=3s")
+        daemon = await start_daemon(*args, cwd=tmp_path)
+        idle = await daemon.wait_event("daemon.idle", reason="nothing due")
+        assert idle["sleep_s"] <= 3 and due_in(idle) <= 3
+        mark = len(daemon.events)
+        woke = await daemon.wait_event("daemon.wake", after=mark)
+        assert woke["reasons"] == ["due"]
+        await daemon.wait_for(lambda _e: a.paths().count("/") == 2, "the page fetched again")
         daemon.signal(signal.SIGTERM)
         assert await daemon.wait_exit() == 0
