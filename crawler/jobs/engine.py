@@ -218,6 +218,10 @@ class DuckEngine:
         """Rows in Parquet ``files``, from their footers."""
         return sum(pq.read_metadata(f).num_rows for f in files)
 
+    def batches(self, file: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        """``columns`` of one Parquet part, in batches, read in this process (the few steps done in Python)."""
+        yield from pq.ParquetFile(file).iter_batches(batch_size=1000, columns=columns)
+
     def write(self, query: str, dest: Path, schema: pa.Schema, *, single: bool = True) -> int:
         """Rows of ``query`` (in order) published at ``dest`` with ``schema``; ``single``: one file, always."""
         return copy_to_parquet(self.con, query, dest, schema)

@@ -104,6 +104,12 @@ class BucketIO:
                 raise StorageError(f"{self.remote.scheme}://{self.access.path(key)}: {exc}") from exc
         return total
 
+    def batches(self, file: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        """``columns`` of the part ``file`` refers to, in batches, through the driver."""
+        key = self.key_of(file)
+        with self.filesystem.open_input_file(self.access.path(key)) as handle:
+            yield from pq.ParquetFile(handle).iter_batches(batch_size=1000, columns=columns)
+
     def read(self, spark: Any, files: list[Path] | list[str], spark_schema: Any) -> Any:
         """A DataFrame of the referenced parts with exactly ``spark_schema``: one Spark partition per part."""
         from pyspark.sql.pandas.types import to_arrow_schema

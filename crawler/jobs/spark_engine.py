@@ -190,6 +190,13 @@ class SparkEngine:
             return self.bucket.count_rows(files)
         return sum(pq.read_metadata(f).num_rows for f in files)
 
+    def batches(self, file: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        """``columns`` of one part, in batches, read by the driver (from the bucket in a reference tree)."""
+        if self.bucket is not None:
+            yield from self.bucket.batches(file, columns)
+        else:
+            yield from pq.ParquetFile(file).iter_batches(batch_size=1000, columns=columns)
+
     def write(self, query: str, dest: Path, schema: pa.Schema, *, single: bool = True) -> int:
         """Parts of ``query`` in order: ``dest``, then ``<dest stem>-00001.parquet``...; ``single``: one file."""
         frame = self.spark.sql(to_spark(query))

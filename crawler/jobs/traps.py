@@ -56,7 +56,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from crawler.config import CrawlerConfig
 from crawler.errors import SegmentError
@@ -138,10 +137,11 @@ def _fmix(np: Any, x: Any) -> Any:
     return x
 
 
-def _batches(files: Iterable[Path], columns: list[str]) -> Iterable[pa.RecordBatch]:
+def _batches(con: Any, files: Iterable[Path], columns: list[str]) -> Iterable[pa.RecordBatch]:
     for file in files:
         try:
-            yield from pq.ParquetFile(file).iter_batches(batch_size=1000, columns=columns)
+            # Through the engine: in an s3:// crawl's reference tree a part is a pointer to the bucket.
+            yield from con.batches(file, columns)
         except (OSError, pa.ArrowException) as exc:
             raise SegmentError(f"{file}: unreadable parse_text part ({str(exc).splitlines()[0]})") from exc
 
@@ -150,7 +150,7 @@ def register_signatures(con: Any, segments: list[Any]) -> None:
     """Table ``signatures`` (segment, url, simhash) of every text in the segments' parse_text, read in batches."""
     names, urls, hashes = [], [], []
     for seg in segments:
-        for batch in _batches(seg.parts("parse_text"), ["url", "text"]):
+        for batch in _batches(con, seg.parts("parse_text"), ["url", "text"]):
             for url, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
                 names.append(seg.name)
                 urls.append(url)
