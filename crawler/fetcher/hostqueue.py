@@ -49,16 +49,18 @@ class HostQueue:
     def next_allowed(self) -> float:
         return self.state.next_allowed
 
-    @property
-    def crawl_delay(self) -> float | None:
-        return self.state.crawl_delay
-
 
 MAX_BLOCKED = 100_000  # blocked queue keys (and origins) remembered at once
 
 
 def _no_drop(entry: Any, reason: str) -> None:
     raise RuntimeError(f"entry dropped ({reason}) with no on_drop handler")
+
+
+def _remember(blocked: OrderedDict[str, str], key: str, reason: str) -> None:
+    blocked[key] = reason
+    while len(blocked) > MAX_BLOCKED:
+        blocked.popitem(last=False)
 
 
 def _entry_origin(entry: Any) -> str:
@@ -187,15 +189,11 @@ class FetchQueues:
             self.on_drop(entry, reason)
 
     def _block_key(self, key: str, reason: str) -> None:
-        self.blocked[key] = reason
-        while len(self.blocked) > MAX_BLOCKED:
-            self.blocked.popitem(last=False)
+        _remember(self.blocked, key, reason)
 
     def block_origin(self, hq: HostQueue, origin: str, reason: str) -> None:
         """Drop every waiting and future entry of ``origin`` (one origin of ``hq``'s queue), not the others."""
-        self.blocked_origins[origin] = reason
-        while len(self.blocked_origins) > MAX_BLOCKED:
-            self.blocked_origins.popitem(last=False)
+        _remember(self.blocked_origins, origin, reason)
         kept: deque[Any] = deque()
         for entry in hq.entries:
             if self.origin(entry) == origin:

@@ -103,11 +103,6 @@ class QueueState:
     def next_allowed(self) -> float:
         return max(self.last_start + self.delay, self.hold_until)
 
-    @property
-    def crawl_delay(self) -> float | None:
-        delays = [d for d in self.origins.values() if d is not None]
-        return max(delays) if delays else None
-
 
 class Politeness:
     def __init__(self, cfg: FetcherConfig, clock: Callable[[], float] = time.monotonic,
@@ -129,28 +124,33 @@ class Politeness:
 
     def attach(self, key: str) -> QueueState:
         """The state of ``key``, held by a host queue until ``detach``."""
-        state = self._keys.get(key)
-        if state is None:
-            state = self._keys[key] = QueueState(key, self.cfg.min_delay, self.cfg.min_delay)
+        state = self._state(key)
         state.refs += 1
         return state
 
     def detach(self, state: QueueState) -> None:
         state.refs -= 1
 
-    def get(self, key: str) -> QueueState | None:
-        return self._keys.get(key)
+    def _state(self, key: str) -> QueueState:
+        state = self._keys.get(key)
+        if state is None:
+            state = self._keys[key] = QueueState(key, self.cfg.min_delay, self.cfg.min_delay)
+        return state
+
+    def _allowed_at(self, state: QueueState) -> float:
+        """The earliest next start of ``state``'s key (after an unclean end, not before the floor either)."""
+        return max(state.next_allowed, self._floor + state.delay)
 
     def ready_at(self, state: QueueState, per_host: int, now: float) -> float | None:
         """None if an entry of ``state`` may be dispatched now, else when to look again (inf: on a change)."""
         if state.pending or state.busy >= per_host:
             return math.inf
-        at = max(state.next_allowed, self._floor + state.delay)
+        at = self._allowed_at(state)
         return at if at > now else None
 
     def may_start(self, state: QueueState, now: float) -> bool:
         """Whether a dispatched entry's request may start now (its delay may have grown since dispatch)."""
-        return max(state.next_allowed, self._floor + state.delay) <= now
+        return self._allowed_at(state) <= now
 
     def on_change(self, state: QueueState, callback: Callable[[], None]) -> None:
         """Call ``callback`` once, the next time a request of ``state`` starts or ends (in any fetch)."""
@@ -240,9 +240,7 @@ class Politeness:
             # had one just after it.
             self._floor = loaded.written_at + SAVE_EVERY - offset
         for key, record in loaded.queues.items():
-            state = self._keys.get(key)
-            if state is None:
-                state = self._keys[key] = QueueState(key, self.cfg.min_delay, self.cfg.min_delay)
+            state = self._state(key)
             state.last_start = max(state.last_start, record.last_start - offset)
             state.hold_until = max(state.hold_until, record.hold_until - offset)
             state.origins.update(record.origins)

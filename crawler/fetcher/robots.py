@@ -121,8 +121,9 @@ class RobotsCache:
         self._cache: OrderedDict[str, tuple[float, asyncio.Future[RobotsRules] | RobotsRules]] = OrderedDict(
             remembered or {})
 
-    async def rules_for(self, url: str) -> RobotsRules:
-        origin = origin_of(url)
+    async def rules_for(self, url: str, origin: str | None = None) -> RobotsRules:
+        """``url``'s origin's rules (``origin``: that origin, when the caller has it already)."""
+        origin = origin or origin_of(url)
         cached = self._cache.get(origin)
         if cached is None or cached[0] <= self.clock():
             future = asyncio.ensure_future(self._fetch_logged(origin))

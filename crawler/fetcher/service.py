@@ -259,10 +259,10 @@ class Fetcher:
         for entry in self.queues.drop_all():
             self._drop(entry, "time_limit")
 
-    def _drop(self, entry: dict[str, Any], reason: str) -> None:
+    def _drop(self, entry: dict[str, Any], reason: str, error_kind: str | None = None) -> None:
         """Record an entry that will not be fetched (retry later) with its reason."""
         self.report.dropped[reason] = self.report.dropped.get(reason, 0) + 1
-        self._record(entry, fetch_row(entry, FetchStatus.RETRY, reason=reason))
+        self._record(entry, fetch_row(entry, FetchStatus.RETRY, reason=reason), error_kind=error_kind)
 
     async def _work(self, worker: int) -> None:
         while True:
@@ -304,8 +304,9 @@ class Fetcher:
         except PluginNotFound:
             self._record(entry, fetch_row(entry, FetchStatus.FAILED, reason="unsupported_scheme"))
             return
-        rules = await self.robots.rules_for(url)
-        if not self._robots_allow(hq, entry, rules):
+        origin = origin_of(url)
+        rules = await self.robots.rules_for(url, origin)
+        if not self._robots_allow(hq, entry, origin, rules):
             return
         if not self.queues.may_start(hq):
             # The wait grew since dispatch (robots.txt just went out, or gave a Crawl-delay): back in the
@@ -335,13 +336,12 @@ class Fetcher:
             hq.failures = 0
         await self._record_response(entry, response, rules)
 
-    def _robots_allow(self, hq: HostQueue, entry: dict[str, Any], rules: RobotsRules) -> bool:
+    def _robots_allow(self, hq: HostQueue, entry: dict[str, Any], origin: str, rules: RobotsRules) -> bool:
         """Apply the entry's origin's robots.txt to it and to its queue; False if it is not to be fetched.
 
         robots.txt is per origin (RFC 9309 2.3): an origin's outcome decides for its own URLs only, even
         when several origins share one politeness queue; the queue waits the largest of their delays.
         """
-        origin = origin_of(entry["url"])
         if rules.requested_at is not None:
             self.queues.note_start(hq, rules.requested_at)  # robots.txt was a request start of this queue
         if rules.unavailable:
@@ -349,11 +349,7 @@ class Fetcher:
             if rules.error_kind is not None:
                 # The origin's one failure (tls, connect, ...) counts once, with its kind, in the metrics.
                 self.counters.errors[rules.error_kind] = self.counters.errors.get(rules.error_kind, 0) + 1
-                self.report.dropped[rules.reason] = self.report.dropped.get(rules.reason, 0) + 1
-                self._record(entry, fetch_row(entry, FetchStatus.RETRY, reason=rules.reason),
-                             error_kind=rules.error_kind)
-            else:
-                self._drop(entry, rules.reason)
+            self._drop(entry, rules.reason, error_kind=rules.error_kind)
             self.queues.block_origin(hq, origin, rules.reason)
             if rules.retry_after is not None:
                 self._retry_after(hq, rules.retry_after)

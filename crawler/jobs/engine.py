@@ -81,6 +81,11 @@ def typed_columns(schema: pa.Schema, prefix: str = "") -> str:
     return ", ".join(f"CAST({prefix}{f.name} AS {duck_type(f.type)}) AS {f.name}" for f in schema)
 
 
+def part_batches(source: Any, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    """``columns`` of one Parquet part (a path or an open file), 1000 rows a batch."""
+    return pq.ParquetFile(source).iter_batches(batch_size=1000, columns=columns)
+
+
 def parquet_source(files: list[Path] | list[str], schema: pa.Schema) -> str:
     """A parenthesised SELECT over ``files`` with exactly ``schema``'s columns; an empty typed one if none."""
     if not files:
@@ -220,7 +225,7 @@ class DuckEngine:
 
     def batches(self, file: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
         """``columns`` of one Parquet part, in batches, read in this process (the few steps done in Python)."""
-        yield from pq.ParquetFile(file).iter_batches(batch_size=1000, columns=columns)
+        return part_batches(file, columns)
 
     def write(self, query: str, dest: Path, schema: pa.Schema, *, single: bool = True) -> int:
         """Rows of ``query`` (in order) published at ``dest`` with ``schema``; ``single``: one file, always."""

@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 from pyarrow import fs
 
 from crawler.errors import StorageError
+from crawler.jobs.engine import part_batches
 from crawler.storage.bucket import filesystem_options
 from crawler.storage.credentials import driver_credentials
 from crawler.storage.location import Remote, parse_remote
@@ -108,7 +109,7 @@ class BucketIO:
         """``columns`` of the part ``file`` refers to, in batches, through the driver."""
         key = self.key_of(file)
         with self.filesystem.open_input_file(self.access.path(key)) as handle:
-            yield from pq.ParquetFile(handle).iter_batches(batch_size=1000, columns=columns)
+            yield from part_batches(handle, columns)
 
     def read(self, spark: Any, files: list[Path] | list[str], spark_schema: Any) -> Any:
         """A DataFrame of the referenced parts with exactly ``spark_schema``: one Spark partition per part."""

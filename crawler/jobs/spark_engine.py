@@ -36,6 +36,7 @@ from pyspark.sql import types as T
 from sqlglot.errors import SqlglotError
 
 from crawler.fsutil import TEMP_PREFIX, publish, remove_tree
+from crawler.jobs.engine import part_batches
 from crawler.jobs.spark_bucket import BucketAccess, BucketIO
 from crawler.jobs.spark_sql import to_spark
 from crawler.storage.references import write_reference
@@ -195,7 +196,7 @@ class SparkEngine:
         if self.bucket is not None:
             yield from self.bucket.batches(file, columns)
         else:
-            yield from pq.ParquetFile(file).iter_batches(batch_size=1000, columns=columns)
+            yield from part_batches(file, columns)
 
     def write(self, query: str, dest: Path, schema: pa.Schema, *, single: bool = True) -> int:
         """Parts of ``query`` in order: ``dest``, then ``<dest stem>-00001.parquet``...; ``single``: one file."""
