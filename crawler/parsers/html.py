@@ -68,6 +68,9 @@ for _id in map(_tag_id, _INVISIBLE):
 for _id in (_BASE_ID, _META_ID, _TITLE_ID):
     _ROLES[_id] = _ROLES.get(_id, 0) | _HEAD
 _SLASHES = ("/", "\\")
+# First characters, but letters and digits, of a path relative to the page's folder (what whitespace
+# stripping cannot turn into another form of reference: '/x', '?q', '#f', '').
+_PATH_FIRST = frozenset("._-~%")
 # WHATWG "refresh" content: a delay, optional ';'/',', optional "url=", then the URL.
 _REFRESH = re.compile(r"\s*[\d.]*\s*[;,]?\s*(?:url\s*=\s*)?(.*)", re.I | re.S)
 
@@ -120,13 +123,34 @@ def _refresh_target(content: str) -> str | None:
     return target.strip() or None
 
 
-def _origin(base: str, normalize: Callable[[str], str] = PLAIN.normalize) -> str | None:
-    """Scheme and authority of the normalized base, or None when it does not normalize."""
+def _origin(base: str, normalize: Callable[[str], str] = PLAIN.normalize) -> tuple[str | None, str | None]:
+    """Scheme and authority of the normalized base, and its folder (up to the path's last '/', what a
+    relative path resolves against); (None, None) when it does not normalize or has no authority."""
     try:
         url = normalize(base)
-        return url[: url.index("/", url.index("://") + 3)]
+        origin = url[: url.index("/", url.index("://") + 3)]
     except ValueError:  # InvalidUrl, or a URL without an authority
+        return None, None
+    if not url.startswith(_ABSOLUTE):  # file: resolves with WHATWG quirks of its own: never shared
+        return origin, None
+    query = url.find("?")
+    path = url if query < 0 else url[:query]
+    return origin, path[: path.rindex("/") + 1]
+
+
+def _folder_path(raw: str) -> str | None:
+    """raw without its fragment when it is a path relative to the page's folder, else None.
+
+    Such a path resolves the same on every page of that folder, and the normalizer drops the fragment
+    ('os.html#os.path.join' and 'os.html#os.walk' are one URL): the pair is what pages share.
+    """
+    if not ((c := raw[:1]).isalnum() or c in _PATH_FIRST):
         return None
+    path, hash_, _ = raw.partition("#")
+    # A colon may make a scheme ('http:x'); whitespace before '#' would be kept (not stripped) with it.
+    if ":" in path or (hash_ and (path[-1] <= " " or path[-1].isspace())):
+        return None
+    return path
 
 
 def _has_attribute(node: LexborNode, attrs: dict[str, str | None], name: str) -> bool:
@@ -265,7 +289,7 @@ class HtmlParser:
         # resolves the same on every page with this base's origin: pages of a site repeat their
         # navigation links, and a hit in this cache costs a tenth of normalizing.
         resolve_shared = normalizer.resolve_cached
-        origin = _origin(base, normalizer.normalize)
+        origin, directory = _origin(base, normalizer.normalize)
         root = origin + "/" if origin is not None else None
         found: dict[str, Outlink] = {}  # insertion order = document order, first anchor kept
         for node in links:
@@ -294,6 +318,11 @@ class HtmlParser:
                 target = resolved[raw] = resolve_shared(raw, None)
             elif raw.startswith(_OTHER_SCHEMES):  # what normalize() would reject, without its regex and raise
                 target = resolved[raw] = None
+            # A path relative to the page's folder ('os.html#x', '../index.html') resolves the same on every
+            # page of that folder: documentation pages repeat hundreds of them. Only a path that cannot be
+            # a scheme or start with whitespace (stripped, it could become any other form) is shared.
+            elif directory is not None and (path := _folder_path(raw)) is not None:
+                target = resolved[raw] = resolve_shared(path, directory)
             else:
                 target = resolved[raw] = resolve(raw, base)
             if target is not None and target not in found:

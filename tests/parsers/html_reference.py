@@ -129,7 +129,7 @@ class HtmlParser:
         resolved: dict[str, str | None] = {}  # pages repeat hrefs; normalizing is the costly part
         # An absolute URL, or one starting with a slash (a path from the root, or `//host/...`),
         # resolves the same on every page with this base's origin.
-        origin = _origin(base)
+        origin, _ = _origin(base)
         root = origin + "/" if origin is not None else None
         found: dict[str, Outlink] = {}  # insertion order = document order, first anchor kept
         for node in tree.css(self._selector):

@@ -12,7 +12,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from crawler.parsers import html as html_module
 from crawler.parsers.html import HtmlParser, collapse_ws
-from crawler.urls.normalize import InvalidUrl, normalize
+from crawler.urls.normalize import InvalidUrl, Normalizer, normalize
 
 ALL_WS = [c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace()]
 # Long enough for collapse_ws's scan path, with every whitespace character and wide ones around.
@@ -120,3 +120,21 @@ def test_collapse_ws_matches_split_join_on_latin1(parts):
     """On ASCII and Latin-1 text (the SIMD path) collapse_ws equals ' '.join(s.split()) too."""
     raw = "".join(parts)
     assert collapse_ws(raw) == " ".join(raw.split())
+
+
+def test_folder_relative_links_resolve_against_each_pages_folder():
+    """One parser, the same relative hrefs on pages of different folders, sites and queries: each page's
+    own resolution, fragments dropped, a space before '#' kept as the normalizer keeps it."""
+    normalizer = Normalizer(("http", "https", "file"))
+    parser = HtmlParser(normalizer=normalizer)
+    hrefs = ["os.html#os.walk", "os.html#os.path", "../index.html", "./a/b.html?x=1#y", "x.html #f", "é.html",
+             "%41.html#z", "_s.html", "~u/", "-d.html"]
+    markup = "".join(f"<a href='{escape(h, quote=True)}'>x</a>" for h in hrefs).encode()
+    for page in ["http://a.example/lib/p.html", "http://a.example/lib/deep/q.html?s=1", "https://b.example/r",
+                 "http://a.example/lib/p.html", "file:///srv/lib/p.html"]:
+        expected: list[str] = []
+        for href in hrefs:
+            url = normalizer.normalize(href, page)
+            if url not in expected:
+                expected.append(url)
+        assert [o.url for o in parser.parse(markup, page, "text/html").outlinks] == expected, page
