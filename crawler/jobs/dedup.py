@@ -19,9 +19,10 @@ from typing import Any
 
 from crawler.config import CrawlerConfig
 from crawler.errors import StorageError
-from crawler.jobs.engine import first_line, open_engine, typed_columns
+from crawler.jobs.engine import first_line, open_engine
 from crawler.jobs.inject import link_parts
 from crawler.jobs.progress import JobProgress
+from crawler.jobs.sql import typed_columns
 from crawler.models import PAGES, DbStatus
 from crawler.segments.layout import part_name
 from crawler.webdb.store import VersionedStore

@@ -1,12 +1,15 @@
-"""The relational engine the batch jobs run on (DuckDB in-process; Spark later behind the same SQL)."""
+"""The relational engine the batch jobs run on: DuckDB in-process, or Spark (``spark_engine.py``) behind the same SQL.
+
+``JobEngine`` is what a job may call; ``open_engine`` gives the one ``jobs.engine`` names. The SQL
+text the jobs share is built in ``sql.py``.
+"""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import duckdb
 import pyarrow as pa
@@ -15,6 +18,11 @@ import pyarrow.parquet as pq
 from crawler.config import JobsConfig
 from crawler.errors import ConfigError, StorageError
 from crawler.fsutil import publish, remove_tree, temp_path_for
+from crawler.jobs.sql import duck_type, sql_string
+
+# Moved to sql.py; fetcher/known.py and daemon/outlook.py still import them from here.
+from crawler.jobs.sql import sql_literal as sql_literal
+from crawler.jobs.sql import utc_naive as utc_naive
 
 _databases: dict[tuple[int, str, str], duckdb.DuckDBPyConnection] = {}
 _databases_lock = threading.Lock()
@@ -45,40 +53,7 @@ def connect(cfg: JobsConfig) -> duckdb.DuckDBPyConnection:
         return database.cursor()
 
 
-def sql_string(value: str) -> str:
-    """Quote a path or literal for SQL text (DuckDB cannot take file globs as parameters everywhere)."""
-    return "'" + value.replace("'", "''") + "'"
-
-
 # --- Helpers shared by the jobs: typed Parquet sources and atomic Parquet output. ---
-
-_SCALAR_TYPES = {
-    pa.string(): "VARCHAR",
-    pa.timestamp("ms"): "TIMESTAMP_MS",
-    pa.int32(): "INTEGER",
-    pa.int64(): "BIGINT",
-    pa.float64(): "DOUBLE",
-    pa.bool_(): "BOOLEAN",
-}
-
-
-def duck_type(dtype: pa.DataType) -> str:
-    """The DuckDB type that writes back to Parquet as ``dtype`` (models.py schemas only)."""
-    if dtype in _SCALAR_TYPES:
-        return _SCALAR_TYPES[dtype]
-    if pa.types.is_map(dtype):
-        return f"MAP({duck_type(dtype.key_type)}, {duck_type(dtype.item_type)})"
-    if pa.types.is_list(dtype):
-        return duck_type(dtype.value_type) + "[]"
-    if pa.types.is_struct(dtype):
-        fields = ", ".join(f"{f.name} {duck_type(f.type)}" for f in dtype)
-        return f"STRUCT({fields})"
-    raise TypeError(f"no DuckDB type for {dtype}")
-
-
-def typed_columns(schema: pa.Schema, prefix: str = "") -> str:
-    """``CAST(col AS T) AS col, ...`` for every field of ``schema``, in schema order."""
-    return ", ".join(f"CAST({prefix}{f.name} AS {duck_type(f.type)}) AS {f.name}" for f in schema)
 
 
 def part_batches(source: Any, columns: list[str]) -> Iterator[pa.RecordBatch]:
@@ -141,19 +116,6 @@ def copy_to_parquet(con: duckdb.DuckDBPyConnection, query: str, dest: Path, sche
     return rows
 
 
-def utc_naive(moment: datetime | None) -> datetime:
-    """``moment`` (default: now) as the naive-UTC datetime the schemas store, truncated to milliseconds."""
-    moment = moment or datetime.now(UTC)
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC).replace(tzinfo=None)
-    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
-
-
-def iso_sql(column: str) -> str:
-    """SQL rendering a timestamp column as the JSON time format (``2026-11-29T19:45:00Z``) or NULL."""
-    return f"strftime({column}, '%Y-%m-%dT%H:%M:%SZ')"
-
-
 def iter_dicts(cursor: duckdb.DuckDBPyConnection, batch: int = 10_000) -> Iterator[dict[str, Any]]:
     """The rows of an executed query as dicts, fetched ``batch`` at a time (memory stays flat)."""
     names = [d[0] for d in cursor.description]
@@ -163,42 +125,49 @@ def iter_dicts(cursor: duckdb.DuckDBPyConnection, batch: int = 10_000) -> Iterat
 
 
 
-# --- The engine a job runs its SQL on (jobs.engine): DuckDB here, Spark in spark_engine.py. ---
-
-
-def md5_prefix_sql(digest: str, digits: int, modulus: int | None = None) -> str:
-    """SQL for the first ``digits`` hex digits of an MD5 hex string, as an integer (optionally mod ``modulus``).
-
-    Horner's rule over the digits with functions every engine has (no unsigned 64-bit type, no
-    hex parsing); reducing mod ``modulus`` at each step keeps 16 digits from overflowing.
-    """
-    value = "0"
-    for k in range(1, digits + 1):
-        value = f"({value} * 16 + instr('0123456789abcdef', substr({digest}, {k}, 1)) - 1)"
-        if modulus is not None:
-            value = f"({value} % {int(modulus)})"
-    return f"CAST({value} AS INTEGER)"
-
-
-def sql_literal(value: Any) -> str:
-    """A Python value as an SQL literal both engines read (the jobs inline their few parameters)."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, datetime):
-        return f"TIMESTAMP '{utc_naive(value).isoformat(sep=' ', timespec='milliseconds')}'"
-    return sql_string(str(value))
-
-
-class DuckEngine:
-    """Runs a job's SQL in-process with DuckDB; the interface SparkEngine implements too.
+class JobEngine(Protocol):
+    """What a job may call on its engine: DuckEngine below and spark_engine.SparkEngine both provide it.
 
     A job writes its logic once, in DuckDB's dialect restricted to what the Spark
     translation (``spark_sql.py``) handles, and calls only these methods.
     """
+
+    # The engine's own exceptions: a job turns them into one-line StorageErrors.
+    errors: tuple[type[BaseException], ...]
+
+    def source(self, files: list[Path] | list[str], schema: pa.Schema) -> str:
+        """A relation (SQL text) over Parquet ``files`` with exactly ``schema``'s columns."""
+        ...
+
+    def register(self, name: str, table: pa.Table) -> None:
+        """``table`` (in this process's memory) as a relation named ``name``."""
+        ...
+
+    def create_table(self, name: str, query: str) -> None:
+        """Materialize ``query`` as table ``name`` for the job's later statements."""
+        ...
+
+    def rows(self, query: str) -> list[tuple[Any, ...]]:
+        """Every row of ``query`` (small results only: counts, a few figures)."""
+        ...
+
+    def count_rows(self, files: list[Path]) -> int:
+        """Rows in Parquet ``files``, from their footers."""
+        ...
+
+    def batches(self, file: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        """``columns`` of one Parquet part, in batches, read in this process (the few steps done in Python)."""
+        ...
+
+    def write(self, query: str, dest: Path, schema: pa.Schema, *, single: bool = True) -> int:
+        """Rows of ``query`` (in order) published at ``dest`` with ``schema``; ``single``: one file, always."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class DuckEngine:
+    """Runs a job's SQL in-process with DuckDB (a JobEngine)."""
 
     errors: tuple[type[BaseException], ...] = (duckdb.Error,)
 
@@ -235,7 +204,7 @@ class DuckEngine:
         self.con.close()
 
 
-def open_engine(cfg: Any) -> DuckEngine:
+def open_engine(cfg: Any) -> JobEngine:
     """The engine ``cfg.jobs.engine`` names (``cfg``: the whole CrawlerConfig, Spark reads ``cfg.spark``)."""
     if cfg.jobs.engine == "spark":
         try:
@@ -243,7 +212,7 @@ def open_engine(cfg: Any) -> DuckEngine:
         except ImportError as exc:
             raise ConfigError(f"jobs.engine is spark but {exc.name} is missing: pip install 'crawler[spark]'") from exc
         try:
-            return SparkEngine(cfg)  # type: ignore[return-value]
+            return SparkEngine(cfg)
         except Exception as exc:  # noqa: BLE001 - no JVM, bad master URL...: one line, not a Java trace
             raise StorageError(f"cannot start Spark (spark.master {cfg.spark.master}): {first_line(exc)}") from exc
     return DuckEngine(cfg.jobs)

@@ -37,16 +37,9 @@ from crawler.errors import StorageError
 from crawler.fsutil import remove_tree
 from crawler.jobs import traps
 from crawler.jobs.count_keys import count_keys
-from crawler.jobs.engine import (
-    DuckEngine,
-    first_line,
-    md5_prefix_sql,
-    open_engine,
-    sql_literal,
-    typed_columns,
-    utc_naive,
-)
+from crawler.jobs.engine import JobEngine, first_line, open_engine
 from crawler.jobs.progress import JobProgress
+from crawler.jobs.sql import md5_prefix_sql, sql_literal, typed_columns, utc_naive
 from crawler.models import FETCHLIST, PAGES, DbStatus
 from crawler.segments.layout import Segment, create_segment, list_segments, part_name
 from crawler.webdb.store import Version, VersionedStore
@@ -102,7 +95,7 @@ def generate(cfg: CrawlerConfig, log: Any, now: datetime | None = None, *,
 
 
 def _select(
-    con: DuckEngine,
+    con: JobEngine,
     cfg: CrawlerConfig,
     version: Version,
     segments_dir: Path,
@@ -153,7 +146,7 @@ def _select(
     return int(con.rows("SELECT count(*) FROM selected")[0][0])
 
 
-def _write_fetchlist(con: DuckEngine, segments_dir: Path) -> tuple[Segment, list[int]]:
+def _write_fetchlist(con: JobEngine, segments_dir: Path) -> tuple[Segment, list[int]]:
     """A new segment with one fetchlist part per used partition, hosts interleaved within each."""
     used = [row[0] for row in con.rows("SELECT DISTINCT partition FROM selected ORDER BY 1")]
     segment = create_segment(segments_dir)

@@ -25,7 +25,8 @@ import pyarrow as pa
 
 from crawler.config import CrawlerConfig
 from crawler.errors import UsageError, WebDbError
-from crawler.jobs.engine import DuckEngine, first_line, open_engine, sql_literal, typed_columns, utc_naive
+from crawler.jobs.engine import JobEngine, first_line, open_engine
+from crawler.jobs.sql import sql_literal, typed_columns, utc_naive
 from crawler.models import LINKS, PAGES, DbStatus
 from crawler.segments.layout import part_name
 from crawler.urls.filters import UrlFilters
@@ -121,7 +122,7 @@ def inject(cfg: CrawlerConfig, path: Path, log: Any) -> InjectReport:
 
 
 def _select_new(
-    con: DuckEngine, cfg: CrawlerConfig, current: Version | None, seeds: dict[str, str]
+    con: JobEngine, cfg: CrawlerConfig, current: Version | None, seeds: dict[str, str]
 ) -> int:
     """Table ``new_pages``: the seeds the live version does not know, as fresh pages; returns their count."""
     con.register(
@@ -144,7 +145,7 @@ def _select_new(
     return int(con.rows("SELECT count(*) FROM new_pages")[0][0])
 
 
-def _write_version(con: DuckEngine, store: VersionedStore, current: Version | None) -> None:
+def _write_version(con: JobEngine, store: VersionedStore, current: Version | None) -> None:
     """The next version: the live parts linked unchanged, plus one part with ``new_pages``."""
     meta = {k: v for k, v in (current.meta if current else {}).items() if k not in ("version", "created")}
     meta["merged_segments"] = current.merged_segments if current else []

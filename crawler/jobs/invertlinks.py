@@ -38,9 +38,16 @@ import pyarrow as pa
 
 from crawler.config import CrawlerConfig
 from crawler.errors import SegmentError, StorageError
-from crawler.jobs.engine import DuckEngine, first_line, md5_prefix_sql, open_engine, typed_columns
+from crawler.jobs.engine import JobEngine, first_line, open_engine
 from crawler.jobs.progress import JobProgress
-from crawler.jobs.updatedb import host_differs_sql, host_sql, parse_data_source, segment_source
+from crawler.jobs.sql import (
+    host_differs_sql,
+    host_sql,
+    md5_prefix_sql,
+    parse_data_source,
+    segment_source,
+    typed_columns,
+)
 from crawler.models import FETCHER, PARSE_DATA, FetchStatus
 from crawler.segments.layout import Segment, list_segments, part_name
 from crawler.urls.filters import check_sql_patterns, filter_sql
@@ -136,7 +143,7 @@ def _old_buckets(current: Version | None) -> tuple[int, dict[int, list[Path]]]:
 
 
 def _invert(
-    con: DuckEngine,
+    con: JobEngine,
     cfg: CrawlerConfig,
     current: Version | None,
     segments: list[Segment],

@@ -19,15 +19,8 @@ import pyarrow as pa
 
 from crawler.config import CrawlerConfig
 from crawler.errors import UsageError, WebDbError
-from crawler.jobs.engine import (
-    connect,
-    copy_to_parquet,
-    iso_sql,
-    iter_dicts,
-    parquet_source,
-    typed_columns,
-    utc_naive,
-)
+from crawler.jobs.engine import connect, copy_to_parquet, iter_dicts, parquet_source
+from crawler.jobs.sql import iso_sql, typed_columns, utc_naive
 from crawler.jobs.updatedb import add_over_cap
 from crawler.models import LINKS, PAGES, DbStatus
 from crawler.urls.normalize import InvalidUrl, Normalizer

@@ -24,7 +24,8 @@ import pyarrow.parquet as pq
 
 from crawler.config import CrawlerConfig, JobsConfig
 from crawler.errors import SegmentError
-from crawler.jobs.engine import connect, iso_sql, iter_dicts, parquet_source
+from crawler.jobs.engine import connect, iter_dicts, parquet_source
+from crawler.jobs.sql import iso_sql
 from crawler.jobs.updatesegs import FETCHER_UPDATED
 from crawler.models import FETCHER, FETCHLIST, PARSE_DATA, PARSE_TEXT, FetchStatus
 from crawler.segments.check import damaged_parts

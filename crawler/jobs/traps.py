@@ -59,7 +59,7 @@ import pyarrow as pa
 
 from crawler.config import CrawlerConfig
 from crawler.errors import SegmentError
-from crawler.jobs.engine import sql_string
+from crawler.jobs.sql import sql_string
 from crawler.models import PAGES, DbStatus, FetchStatus
 from crawler.urls.filters import _PATH_SQL
 

@@ -33,57 +33,28 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from crawler.config import CrawlerConfig
+from crawler.config import CrawlerConfig, DbConfig
 from crawler.errors import SegmentError, StorageError
 from crawler.jobs import traps
-from crawler.jobs.engine import (
-    DuckEngine,
-    first_line,
-    open_engine,
+from crawler.jobs.engine import JobEngine, first_line, open_engine
+from crawler.jobs.progress import JobProgress
+from crawler.jobs.sql import (
+    host_sql,
+    parse_data_source,
+    segment_source,
     sql_literal,
-    sql_string,
     typed_columns,
     utc_naive,
 )
-from crawler.jobs.progress import JobProgress
-from crawler.models import FETCHER, LINKS, PAGES, PARSE_DATA, ROBOTS_SITEMAPS, DbStatus, FetchStatus
-from crawler.parsers.sitemap import KINDS as SITEMAP_KINDS
+from crawler.models import FETCHER, LINKS, PAGES, DbStatus, FetchStatus
 from crawler.segments.layout import Segment, part_name
 from crawler.urls.filters import check_sql_patterns, filter_sql
 from crawler.webdb.schedule import interval_sql
 from crawler.webdb.store import Version, VersionedStore
 from crawler.webdb.transitions import render_sql
 
-# Host of a normalized URL, as crawler.urls.normalize.host_of computes it: after
-# "scheme://" and any "userinfo@", up to ":" or "/" (IPv6 literals keep brackets).
-_HOST_RE = r"^[^:/?#]+://(?:[^/]*@)?(\[[^\]/]*\]|[^:/]*)"
-
-
 # A cap of 0 means none: a bound no list reaches keeps the SQL the same (and Spark's slice lengths non-negative).
 _NO_CAP = 2**31 - 1
-
-
-def host_sql(url: str) -> str:
-    return f"regexp_extract({url}, {sql_string(_HOST_RE)}, 1)"
-
-
-def host_differs_sql(url: str, host: str) -> str:
-    """SQL true when ``host_sql(url)`` is not ``host`` (a host_sql value), mostly without running the regex.
-
-    The regex is most of the cost of a per-outlink host test. Exactly the same answer: the host is
-    a substring of the URL, so a URL not containing ``host`` has another; one with no "@" (no
-    userinfo) starting "http://" or "https://" has host ``host`` exactly when ``host`` follows and
-    then "/", ":" or the end (the regex stops the host there; a host it gives has none of "/", ":",
-    "@" unless bracketed, and bracketed hosts take the regex).
-    """
-    def follows(start: int) -> str:
-        return (f"NOT (substr({url}, {start}, length({host})) = {host}"
-                f" AND substr({url}, {start} + length({host}), 1) IN ('/', ':', ''))")
-    return f"""(CASE WHEN NOT contains({url}, {host}) THEN true
-        WHEN contains({url}, '@') OR starts_with({host}, '[') THEN {host_sql(url)} <> {host}
-        WHEN starts_with({url}, 'http://') THEN {follows(8)}
-        WHEN starts_with({url}, 'https://') THEN {follows(9)}
-        ELSE {host_sql(url)} <> {host} END)"""
 
 
 # Keys of UpdateReport.over_cap, of meta.json's "over_cap" (totals over every merged segment) and readdb --stats.
@@ -101,39 +72,6 @@ class UpdateReport:
     by_status: dict[str, int] = field(default_factory=dict)
     unfollowed: tuple[int, int] = (0, 0)  # pages whose content repeats a page of their host, and their outlinks (traps.py)
 
-
-
-def segment_source(con: DuckEngine, segments: list[Segment], output: str, schema: Any) -> str:
-    """All parts of ``output`` in ``segments`` as one relation with a ``segment`` column."""
-    selects = [
-        f"SELECT {sql_string(seg.name)} AS segment, * FROM {con.source(seg.parts(output), schema)}"
-        for seg in segments
-    ]
-    return "(" + " UNION ALL ".join(selects) + ")"
-
-
-def parse_data_source(con: DuckEngine, segments: list[Segment]) -> str:
-    """The url and outlinks of each page parsed in ``segments``, one row per (segment, url), with a ``segment`` column,
-    ``is_sitemap`` (the sitemap parser read it) and ``robots_sitemaps`` (how many of the last outlinks the fetcher
-    appended from robots.txt Sitemap: lines, ``records.add_robots_sitemaps``).
-
-    A resumed fetch can leave a URL parsed twice in one segment, so the rows are made unique;
-    the window that does it carries every outlink list through a sort (40% of the parse step at
-    1M pages), so it runs only when a cheap count over the URLs finds a duplicate.
-    """
-    source = segment_source(con, segments, "parse_data", PARSE_DATA)
-    duplicated = con.rows(f"""SELECT count(*) FROM (
-        SELECT segment, url FROM {source} d GROUP BY segment, url HAVING count(*) > 1) dups""")[0][0]
-    # A missing key is NULL on both engines with `metadata[key]` (Spark's element_at raises under ANSI).
-    robots = f"TRY_CAST(metadata[{sql_string(ROBOTS_SITEMAPS)}] AS INTEGER)"
-    columns = f"""segment, url, outlinks,
-        coalesce(metadata['sitemap'] IN {tuple(SITEMAP_KINDS)!r}, false) AS is_sitemap,
-        least(greatest(coalesce({robots}, 0), 0), coalesce(array_length(outlinks), 0)) AS robots_sitemaps"""
-    if not duplicated:
-        return f"(SELECT {columns} FROM {source} d)"
-    return f"""(SELECT {columns} FROM (
-        SELECT segment, url, outlinks, metadata, row_number() OVER (PARTITION BY segment, url ORDER BY url) AS rn
-        FROM {source} d) ranked WHERE rn = 1)"""
 
 
 def _cap(limit: int) -> str:
@@ -208,7 +146,7 @@ def add_over_cap(total: Any, more: dict[str, int]) -> dict[str, int]:
 
 
 def _merge(
-    con: DuckEngine,
+    con: JobEngine,
     cfg: CrawlerConfig,
     current: Version | None,
     segments: list[Segment],
@@ -216,28 +154,50 @@ def _merge(
     now: datetime,
     progress: JobProgress,
 ) -> UpdateReport:
-    db = cfg.db
-    log = progress.log
+    """The next version's pages and links in ``out``: one named step after another, each leaving its tables."""
     old_pages = con.source(_parts(current, "pages"), PAGES)
     old_links = con.source(_parts(current, "links"), LINKS)
-    redirects = f"('{FetchStatus.REDIRECT_PERM}', '{FetchStatus.REDIRECT_TEMP}')"
-
-    # The latest fetch record of each URL, with Last-Modified parsed.
     progress.step("read fetch records")
+    _read_fetched(con, segments)
+    progress.step("read parse data")
+    _read_parsed(con, cfg, segments)
+    progress.step("select outlinks")
+    traps.unfollow_duplicates(con, cfg, old_pages, old_links)
+    _select_outlinks(con)
+    progress.step("distribute scores")
+    _distribute_scores(con, cfg, old_pages, progress.log)
+    pages_query = _pages_query(cfg.db, old_pages, now)
+    progress.step("write pages")
+    traps.register_signatures(con, segments)
+    written_pages = _write_pages(con, pages_query, out)
+    progress.step("write links")
+    _write_links(con, old_links, out)
+    progress.step("count")
+    return _count(con, segments, old_pages, out, written_pages)
+
+
+def _read_fetched(con: JobEngine, segments: list[Segment]) -> None:
+    """Table ``fetched``: the latest fetch record of each URL, with Last-Modified parsed."""
     columns = ", ".join(["segment", *FETCHER.names])
     con.create_table("fetched", f"""
         SELECT {columns}, try_strptime(last_modified, '%a, %d %b %Y %H:%M:%S GMT') AS modified_time
         FROM (SELECT *, row_number() OVER (PARTITION BY url ORDER BY fetch_time DESC NULLS LAST, segment DESC) AS rn
               FROM {segment_source(con, segments, "fetcher", FETCHER)}) latest
         WHERE rn = 1 AND url IS NOT NULL""")
-    # Parse results of those same records (same segment), and for successful fetches the outlinks
-    # kept: valid, filtered, the first occurrence of each target in page order, the first
-    # db.max_outlinks of those (sitemap.max_urls of a sitemap's); then the robots.txt Sitemap: URLs the
-    # fetcher appended (never cut) not already kept. over_cap counts what the cap cut, in the same pass
-    # (less a robots.txt Sitemap: URL the page also linked past the cap: it is queued all the same).
-    # Per page, with list functions: no global sort or window over all outlinks, so memory stays
-    # bounded at tens of millions of links. Lists of robots.txt URLs are NULL on the pages without.
-    progress.step("read parse data")
+
+
+def _read_parsed(con: JobEngine, cfg: CrawlerConfig, segments: list[Segment]) -> None:
+    """Table ``parsed``: the parse results of the ``fetched`` records, with the outlinks kept and those over the cap.
+
+    Parse results of those same records (same segment), and for successful fetches the outlinks
+    kept: valid, filtered, the first occurrence of each target in page order, the first
+    db.max_outlinks of those (sitemap.max_urls of a sitemap's); then the robots.txt Sitemap: URLs the
+    fetcher appended (never cut) not already kept. over_cap counts what the cap cut, in the same pass
+    (less a robots.txt Sitemap: URL the page also linked past the cap: it is queued all the same).
+    Per page, with list functions: no global sort or window over all outlinks, so memory stays
+    bounded at tens of millions of links. Lists of robots.txt URLs are NULL on the pages without.
+    """
+    db = cfg.db
     same_host = f"AND {host_sql('o.url')} = {host_sql('f.url')}" if db.ignore_external_links else ""
     valid = f"lambda o: o.url IS NOT NULL AND o.url <> '' {same_host} AND {filter_sql(cfg.urls, 'o.url')}"
     n = "array_length(d.outlinks)"
@@ -274,15 +234,21 @@ def _merge(
                     THEN list_concat(capped, list_filter(r, lambda o: NOT list_contains(capped_targets, o.url)))
                     ELSE capped END AS kept
         FROM ({capped}) capped""")
-    progress.step("select outlinks")
-    traps.unfollow_duplicates(con, cfg, old_pages, old_links)
+
+
+def _select_outlinks(con: JobEngine) -> None:
+    """Table ``new_links``: the kept outlinks of the pages followed (not in ``unfollowed``), with their page's fanout."""
     con.create_table("new_links", """
         SELECT url AS from_url, o.url AS to_url, o.anchor AS anchor, fanout
         FROM (SELECT url, array_length(kept) AS fanout, unnest(kept) AS o FROM parsed WHERE kept IS NOT NULL
               AND url NOT IN (SELECT url FROM unfollowed)) exploded""")
-    # Every URL this update touches (link and redirect targets, fetched URLs) with the OPIC cash
-    # handed to it, and whether anyone linked to it (a new page starts from 0 then, not the injected score).
-    progress.step("distribute scores")
+
+
+def _distribute_scores(con: JobEngine, cfg: CrawlerConfig, old_pages: str, log: Any) -> None:
+    """Table ``touched``: every URL this update touches (link and redirect targets, fetched URLs) with the OPIC cash
+    handed to it, and whether anyone linked to it (a new page starts from 0 then, not the injected score)."""
+    db = cfg.db
+    redirects = f"('{FetchStatus.REDIRECT_PERM}', '{FetchStatus.REDIRECT_TEMP}')"
     con.create_table("sources", f"""
         SELECT p.url, p.score FROM {old_pages} p WHERE EXISTS (SELECT 1 FROM fetched f WHERE f.url = p.url)""")
     con.create_table("touched", f"""
@@ -307,6 +273,9 @@ def _merge(
     if unknown:
         log.warning("updatedb.unknown_status", records=unknown)
 
+
+def _pages_query(db: DbConfig, old_pages: str, now: datetime) -> str:
+    """The next version's pages: the old ones and the ``touched`` ones, as the ``fetched`` records decide them."""
     interval = interval_sql(db, fetched="f", page="p")
     rules = render_sql(db, fetched="f", page="p", page_interval=interval)
 
@@ -331,7 +300,7 @@ def _merge(
     known = ", ".join(
         f"CASE WHEN o.url IS NULL THEN {new_page.get(name, 'NULL')} ELSE o.{name} END AS {name}" for name in PAGES.names
     )
-    pages_query = f"""
+    return f"""
         SELECT p.url, p.host, {decided("status")},
                {fetched_value("fetch_time", "f.fetch_time")}, {decided("next_fetch")}, {decided("retries")},
                {fetched_value("fetch_interval", interval)}, p.score + coalesce(p.cash, 0.0) AS score,
@@ -345,24 +314,30 @@ def _merge(
         LEFT JOIN fetched f ON f.url = p.url
         LEFT JOIN parsed d ON d.url = p.url
         LEFT JOIN signatures g ON g.segment = f.segment AND g.url = f.url"""
-    progress.step("write pages")
-    traps.register_signatures(con, segments)
+
+
+def _write_pages(con: JobEngine, pages_query: str, out: Path) -> int:
+    """``out``/pages; returns the number of pages written."""
     (out / "pages").mkdir()
     pages_part = out / "pages" / part_name(0)
     # Not sorted by URL: at 10M pages the sort was a third of this step and most of its memory,
     # and every reader that needs an order (readdb, generate) sorts what it selects.
-    written_pages = con.write(f"SELECT {typed_columns(PAGES)} FROM ({pages_query}) merged", pages_part, PAGES, single=False)
+    return con.write(f"SELECT {typed_columns(PAGES)} FROM ({pages_query}) merged", pages_part, PAGES, single=False)
 
+
+def _write_links(con: JobEngine, old_links: str, out: Path) -> None:
+    """``out``/links: the old links but those of pages fetched and parsed again, and the ``new_links``."""
     links_query = f"""
         SELECT from_url, to_url, anchor FROM {old_links} l
         WHERE NOT EXISTS (SELECT 1 FROM parsed s WHERE s.url = l.from_url AND s.status = '{FetchStatus.SUCCESS}')
         UNION ALL
         SELECT from_url, to_url, anchor FROM new_links"""
-    progress.step("write links")
     (out / "links").mkdir()
     con.write(f"SELECT {typed_columns(LINKS)} FROM ({links_query}) merged", out / "links" / part_name(0), LINKS, single=False)
 
-    progress.step("count")
+
+def _count(con: JobEngine, segments: list[Segment], old_pages: str, out: Path, written_pages: int) -> UpdateReport:
+    """The report's figures, from the pages written and the tables of the steps."""
     written = con.source(sorted((out / "pages").glob("*.parquet")), PAGES)
     by_status = dict(
         con.rows(

@@ -25,9 +25,10 @@ import pyarrow as pa
 from crawler.config import CrawlerConfig
 from crawler.errors import SegmentError, StorageError
 from crawler.fsutil import TEMP_PREFIX, atomic_write_text, remove_tree, swap_dirs
-from crawler.jobs.engine import DuckEngine, first_line, open_engine, typed_columns
+from crawler.jobs.engine import JobEngine, first_line, open_engine
 from crawler.jobs.invertlinks import INLINKS, inlink_parts, linkdb_store
 from crawler.jobs.progress import JobProgress
+from crawler.jobs.sql import typed_columns
 from crawler.models import FETCHER, PAGES
 from crawler.segments.layout import SUCCESS, Segment
 from crawler.webdb.store import Version, VersionedStore, exclusive_lock
@@ -79,7 +80,7 @@ def updatesegs(cfg: CrawlerConfig, segments: list[Segment], log: Any) -> UpdateS
 
 
 def _rewrite(
-    con: DuckEngine, seg: Segment, webdb: Version, linkdb: Version | None, progress: JobProgress
+    con: JobEngine, seg: Segment, webdb: Version, linkdb: Version | None, progress: JobProgress
 ) -> int:
     parts = seg.parts("fetcher")
     progress.step("look up scores and anchors")

@@ -310,8 +310,16 @@ PLAIN = Normalizer()
 normalize = PLAIN.normalize
 
 
+# host_of's rule as a regular expression (its first group), for the jobs' SQL (``jobs/sql.py``'s host_sql):
+# after "scheme://" and any "userinfo@", up to ":" or "/" (IPv6 literals keep brackets).
+HOST_PATTERN = r"^[^:/?#]+://(?:[^/]*@)?(\[[^\]/]*\]|[^:/]*)"
+
+
 def host_of(url: str) -> str:
-    """Host of a normalize() result (lowercase, no port, IPv6 in brackets); '' for file-like urls."""
+    """Host of a normalize() result (lowercase, no port, IPv6 in brackets); '' for file-like urls.
+
+    The jobs compute the same in SQL with HOST_PATTERN (tests/jobs/test_host_sql.py holds them equal).
+    """
     start = url.find("://") + 3
     if start < 3:
         return ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import duckdb
 
-from crawler.jobs.updatedb import host_differs_sql, host_sql
+from crawler.jobs.sql import host_differs_sql, host_sql
 from crawler.urls.normalize import host_of
 
 URLS = [

@@ -10,7 +10,7 @@ import pytest
 import structlog
 
 from crawler.errors import SegmentError, WebDbError
-from crawler.jobs.engine import open_engine, sql_string
+from crawler.jobs.engine import open_engine
 from crawler.jobs.invertlinks import (
     INLINKS,
     bucket_count,
@@ -21,6 +21,7 @@ from crawler.jobs.invertlinks import (
     unlinked_segments,
 )
 from crawler.jobs.readlinkdb import dump_linkdb, inlinks_of
+from crawler.jobs.sql import sql_string
 
 from .conftest import T1, fetch, make_cfg, page, parse, write_db, write_parquet
 

@@ -16,7 +16,8 @@ from crawler.errors import SegmentError, StorageError
 from crawler.jobs.invertlinks import invertlinks
 from crawler.jobs.readdb import db_stats
 from crawler.jobs.readlinkdb import inlinks_of
-from crawler.jobs.updatedb import host_sql, updatedb
+from crawler.jobs.sql import host_sql
+from crawler.jobs.updatedb import updatedb
 from crawler.models import PARSE_DATA
 from crawler.segments.layout import part_name
 from crawler.urls.normalize import host_of, normalize
