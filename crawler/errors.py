@@ -7,6 +7,7 @@
     ├── UsageError           bad command-line arguments (exit 2)
     ├── PluginError
     │   └── PluginNotFound   no plugin registered under that name / scheme / type
+    ├── InvalidUrl           a URL the normalizer rejects (also a ValueError); callers record or skip it
     ├── FetchError(url)      raised inside protocols only; the worker turns it into a status
     │   ├── DnsError
     │   ├── ConnectError
@@ -17,7 +18,8 @@
     │   └── ProtocolViolation
     └── StorageError
         ├── WebDbError       webdb missing, locked or unreadable
-        └── SegmentError     segment missing or a part unreadable (names the file)
+        ├── SegmentError     segment missing or a part unreadable (names the file)
+        └── LeaseHeld        a remote store's lease (writer lock, crawl.lock, a fetch partition) is another job's
 
 Per-URL outcomes are data (a fetch status), never exceptions; these are for the
 boundaries and for infrastructure failures.
@@ -46,6 +48,13 @@ class PluginError(CrawlerError):
 
 class PluginNotFound(PluginError, LookupError):
     pass
+
+
+class InvalidUrl(CrawlerError, ValueError):
+    """str(exc) is a short human reason, e.g. 'unsupported scheme ftp', 'no host', 'invalid port'.
+
+    A ValueError too: code that skips any unusable href catches ValueError (``urls/normalize.py``).
+    """
 
 
 class FetchError(CrawlerError):
@@ -108,3 +117,15 @@ class WebDbError(StorageError):
 
 class SegmentError(StorageError):
     pass
+
+
+class LeaseHeld(StorageError):
+    """The lease is live and someone else's: who holds it, and until when (UTC, ISO 8601).
+
+    Not a WebDbError: the same lease guards a segment's fetch partitions (``storage/partition_lease.py``).
+    """
+
+    def __init__(self, message: str, owner: str, until: str) -> None:
+        super().__init__(message)
+        self.owner = owner
+        self.until = until

@@ -19,22 +19,13 @@ import threading
 import time
 from typing import Any
 
-from crawler.errors import StorageError, WebDbError
+from crawler.errors import LeaseHeld, StorageError, WebDbError
 from crawler.storage.bucket import Bucket
 
 
 def owner_id() -> str:
     """Who holds a lease: host and pid, so `crawler` on another machine can say who is writing."""
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-class LeaseHeld(WebDbError):
-    """The lease is live and someone else's: who holds it, and until when (UTC, ISO 8601)."""
-
-    def __init__(self, message: str, owner: str, until: str) -> None:
-        super().__init__(message)
-        self.owner = owner
-        self.until = until
 
 
 class Lease:
@@ -54,7 +45,7 @@ class Lease:
         return json.dumps({"owner": owner_id(), "expires": time.time() + self.ttl}).encode()
 
     def acquire(self) -> None:
-        """Take the lease, or take over an expired one; raise WebDbError naming the holder when it is live."""
+        """Take the lease, or take over an expired one; raise LeaseHeld naming the holder when it is live."""
         etag = self.bucket.put_if_absent(self.key, self._body())
         if etag is None:
             etag = self._take_over()

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from ada_url import check_url
 from ada_url._ada_wrapper import ffi, lib
 
+from crawler.errors import InvalidUrl
 from crawler.urls.rules import ParamPatterns, Rules, make_rules
 
 if TYPE_CHECKING:
@@ -51,10 +52,6 @@ _NEEDS_FIX = re.compile(r'[%\[\\\]^`{|}"<> ]')  # a plain class: 3x faster to se
 _TRAILING_DOTS = re.compile(r"\.+(:\d*)?$")
 _AUTHORITY = re.compile(r"(?:[^/\\?#]*@)?(\[[^\]/\\?#]*\]?|[^:/\\?#]*)(?::([^/\\?#]*))?")
 _AUTHORITY_END = re.compile(r"[/?]")
-
-
-class InvalidUrl(ValueError):
-    """str(exc) is a short human reason, e.g. 'unsupported scheme ftp', 'no host', 'invalid port'."""
 
 
 def _fix_table() -> dict[str, str]:

@@ -11,7 +11,7 @@ import pytest
 import structlog
 
 from crawler.config import StorageConfig
-from crawler.errors import WebDbError
+from crawler.errors import LeaseHeld, WebDbError
 from crawler.storage.bucket import Bucket
 from crawler.storage.lease import Lease
 from crawler.storage.location import Remote
@@ -54,7 +54,7 @@ async def test_conditional_put_refuses_second_lease(s3, bucket, s3_endpoint):
     first, second = _lease(s3_endpoint, bucket), _lease(s3_endpoint, bucket)
     first.acquire()
     try:
-        with pytest.raises(WebDbError, match="locked by another job"):
+        with pytest.raises(LeaseHeld, match="locked by another job"):
             second.acquire()
     finally:
         first.release()
