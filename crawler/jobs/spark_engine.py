@@ -1,6 +1,6 @@
 """The batch jobs on Apache Spark (``jobs.engine: spark``): the same SQL, transpiled, over the same Parquet layout.
 
-A SparkEngine offers what DuckEngine offers (``engine.py``): Parquet sources
+A SparkEngine is a JobEngine (``engine.py``), as DuckEngine is: Parquet sources
 become temp views read with the job's exact schema (columns missing in old parts
 read as NULL, as DuckDB's ``union_by_name``), the job's SQL runs through
 ``spark_sql.to_spark``, intermediate tables are local checkpoints, and output
