@@ -30,9 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sitegen import generate  # noqa: E402
 
 from crawler.config import CrawlerConfig  # noqa: E402
-from crawler.fetcher.records import fetch_row, parse_rows  # noqa: E402
+from crawler.fetcher.records import fetch_row  # noqa: E402
 from crawler.models import FETCHER, PARSE_DATA, PARSE_TEXT, FetchStatus  # noqa: E402
 from crawler.parsers.dispatch import ParserDispatch  # noqa: E402
+from crawler.parsers.rows import parse_rows  # noqa: E402
 from crawler.protocols.base import Response  # noqa: E402
 from crawler.segments.writer import _Pending, http_records, write_parquet, write_part  # noqa: E402
 

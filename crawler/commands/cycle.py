@@ -166,7 +166,7 @@ def _pending(cfg: CrawlerConfig) -> tuple[list[tuple[str, str]], list[str]]:
 
 def _updatedb_fetched(cfg: CrawlerConfig, segment: Segment, log: Any) -> None:
     # A fetch cut short (a partition leased elsewhere, a signal) must not be merged as if complete.
-    if not segment.is_done("fetcher"):
+    if not segment.fetched:
         raise SegmentError(f"{segment.path}: fetch did not complete")
     updatedb(cfg, [segment], log)
 

@@ -43,8 +43,9 @@ from typing import Any
 
 from crawler.config import CrawlerConfig
 from crawler.errors import CrawlerError
-from crawler.fetcher.records import add_robots_sitemaps, body_digest, parse_rows
+from crawler.fetcher.records import add_robots_sitemaps, body_digest
 from crawler.parsers.dispatch import ParserDispatch
+from crawler.parsers.rows import parse_rows
 from crawler.protocols.base import Response
 from crawler.segments.writer import as_served, http_records, write_part
 

@@ -1,4 +1,7 @@
-"""Turn one fetch outcome (and its parse) into the rows of the segment outputs."""
+"""The rows a fetch writes for one outcome: its fetcher row, and robots.txt sitemaps as a parse_data row's outlinks.
+
+A parse's own rows come from ``crawler.parsers.rows`` (a re-parse builds them too, without the fetcher).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from crawler.models import ROBOTS_SITEMAPS, FetchStatus
-from crawler.parsers.base import ParseResult
 from crawler.protocols.base import Response
 
 _EPOCH = datetime(1970, 1, 1)
@@ -63,25 +65,3 @@ def add_robots_sitemaps(parse_data: dict[str, Any], sitemaps: list[str]) -> None
     """Append a host's robots.txt Sitemap: URLs to a parse_data row as outlinks (anchor "sitemap"), marked as such."""
     parse_data["outlinks"] += [{"url": u, "anchor": "sitemap"} for u in sitemaps]
     parse_data["metadata"].append((ROBOTS_SITEMAPS, str(len(sitemaps))))
-
-
-def parse_rows(url: str, parse: ParseResult) -> tuple[dict[str, Any], dict[str, Any]]:
-    metadata = dict(parse.metadata)
-    if parse.noindex:
-        metadata["robots_noindex"] = "true"
-    if parse.nofollow:
-        metadata["robots_nofollow"] = "true"
-    if parse.canonical:
-        metadata["canonical"] = parse.canonical
-    if parse.refresh:
-        metadata["refresh"] = parse.refresh
-    if parse.reason:
-        metadata["parse_reason"] = parse.reason
-    data = {
-        "url": url,
-        "parse_status": parse.status,
-        "title": parse.title,
-        "outlinks": [{"url": o.url, "anchor": o.anchor} for o in parse.outlinks],
-        "metadata": list(metadata.items()),
-    }
-    return {"url": url, "text": parse.text}, data

@@ -14,20 +14,13 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 
 from crawler.errors import SegmentError
-from crawler.fsutil import remove_tree
-from crawler.segments.layout import Segment
-
-OUTPUTS = ("fetcher", "content", "parse_text", "parse_data")
-
-
-def _seq(name: str) -> str:
-    """'part-00003-00012.parquet' -> '00012'."""
-    return name.split(".", 1)[0].split("-")[2]
+from crawler.fsutil import TEMP_PREFIX, remove_tree
+from crawler.segments.layout import FETCH_OUTPUTS, Segment, commit_number, partition_prefix
 
 
 def committed_urls(segment: Segment, partition: int) -> set[str]:
     urls: set[str] = set()
-    prefix = f"part-{partition:05d}-"
+    prefix = partition_prefix(partition)
     for path in segment.parts("fetcher"):
         if not path.name.startswith(prefix):
             continue
@@ -41,18 +34,19 @@ def committed_urls(segment: Segment, partition: int) -> set[str]:
 
 def clear_leftovers(segment: Segment, partition: int) -> list[str]:
     """Remove temporary files and parts that no fetcher part commits; return their names."""
-    prefix = f"part-{partition:05d}-"
+    prefix = partition_prefix(partition)
     fetcher_dir = segment.dir("fetcher")
-    committed = {_seq(p.name) for p in fetcher_dir.glob(prefix + "*.parquet")} if fetcher_dir.is_dir() else set()
+    fetcher_parts = fetcher_dir.glob(prefix + "*.parquet") if fetcher_dir.is_dir() else ()
+    committed = {commit_number(p.name) for p in fetcher_parts} - {None}
     removed = []
-    for output in OUTPUTS:
+    for output in FETCH_OUTPUTS:
         folder = segment.dir(output)
         if not folder.is_dir():
             continue
         for path in folder.iterdir():
-            orphan = output != "fetcher" and path.name.startswith(prefix) and _seq(path.name) not in committed
+            orphan = output != "fetcher" and path.name.startswith(prefix) and commit_number(path.name) not in committed
             # Only this partition's temporaries: another fetch process may be writing its own.
-            if path.name.startswith(".tmp-" + prefix) or orphan:
+            if path.name.startswith(TEMP_PREFIX + prefix) or orphan:
                 remove_tree(path)
                 removed.append(f"{output}/{path.name}")
     return removed

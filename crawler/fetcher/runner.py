@@ -27,7 +27,7 @@ from crawler.config import CrawlerConfig
 from crawler.errors import CrawlerError
 from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.robots import Remembered
-from crawler.fetcher.service import FetchReport, fetch_segment, fetchlist_partitions
+from crawler.fetcher.service import FetchReport, fetch_segment
 from crawler.log import configure_logging, get_logger
 from crawler.segments.layout import Segment
 
@@ -138,7 +138,7 @@ def run_fetch(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None
     ``parse_pool`` and ``robots_memory`` (the settled robots.txt answers ``crawl`` carries from round to
     round) are used when the fetch runs in this process; fetch processes have their own.
     """
-    chosen = partitions if partitions is not None else fetchlist_partitions(segment)
+    chosen = partitions if partitions is not None else segment.fetchlist_partitions()
     groups = shares(chosen, cfg.fetcher.processes)
     if len(groups) <= 1:
         with own_parse_pool(cfg, parse_pool) as pool, fetch_gc():

@@ -38,14 +38,13 @@ from crawler.fetcher.progress import Counters, ProgressReporter, use_progress_ba
 from crawler.fetcher.queuekey import queue_key_for
 from crawler.fetcher.records import add_robots_sitemaps, body_digest, fetch_row
 from crawler.fetcher.redirects import HeldUrls, RedirectPolicy, listed_hashes
-from crawler.fetcher.resume import OUTPUTS, clear_leftovers, committed_urls
+from crawler.fetcher.resume import clear_leftovers, committed_urls
 from crawler.fetcher.robots import Remembered, RobotsCache, RobotsRules, origin_of
-from crawler.fsutil import atomic_write_text
 from crawler.models import FetchStatus
 from crawler.parsers.dispatch import ParserDispatch
 from crawler.protocols.base import Response, request_ready
 from crawler.protocols.pool import ProtocolPool
-from crawler.segments.layout import Segment
+from crawler.segments.layout import FETCH_OUTPUTS, Segment
 from crawler.segments.writer import PartitionWriter
 from crawler.urls.normalize import InvalidUrl
 
@@ -70,14 +69,6 @@ class FetchReport:
     skipped: int = 0  # entries already recorded: committed by a cut-off run, or reached by a redirect
     elapsed: float = 0.0
     stopped: bool = False
-
-
-def fetchlist_partitions(segment: Segment) -> list[int]:
-    return sorted(int(p.stem.split("-")[1]) for p in segment.parts("fetchlist"))
-
-
-def done_marker(segment: Segment, partition: int) -> Any:
-    return segment.dir("fetcher") / f"_done-{partition:05d}"
 
 
 class Fetcher:
@@ -143,10 +134,10 @@ class Fetcher:
                       per_host_concurrency=fetcher_cfg.per_host_concurrency, min_delay=fetcher_cfg.min_delay)
 
     def _prepare(self, partitions: list[int] | None) -> tuple[list[int], list[int]]:
-        available = fetchlist_partitions(self.segment)
+        available = self.segment.fetchlist_partitions()
         wanted = [p for p in (available if partitions is None else partitions) if p in available]
-        todo = [p for p in wanted if not done_marker(self.segment, p).exists()]
-        for output in OUTPUTS:
+        todo = [p for p in wanted if not self.segment.partition_fetched(p)]
+        for output in FETCH_OUTPUTS:
             self.segment.dir(output).mkdir(parents=True, exist_ok=True)
         for partition in todo:
             removed = clear_leftovers(self.segment, partition)
@@ -210,9 +201,9 @@ class Fetcher:
             self.log.info("fetch.stopped", fetched=self.report.fetched, dropped=self.report.dropped)
             return self.report
         for partition in self.writers:
-            atomic_write_text(done_marker(self.segment, partition), "")
-        if all(done_marker(self.segment, p).exists() for p in available):
-            for output in OUTPUTS:
+            self.segment.mark_partition_fetched(partition)
+        if all(self.segment.partition_fetched(p) for p in available):
+            for output in FETCH_OUTPUTS:
                 self.segment.mark_done(output)
         self.log.info("fetch.done", fetched=self.report.fetched, bytes=self.report.bytes,
                       by_status=self.report.by_status, dropped=self.report.dropped, skipped=self.report.skipped,
@@ -220,7 +211,7 @@ class Fetcher:
         return self.report
 
     def _fetchlist(self, partition: int) -> Any:
-        return self.segment.dir("fetchlist") / f"part-{partition:05d}.parquet"
+        return self.segment.fetchlist_part(partition)
 
     def _queue_state(self) -> tuple[int, int, int, int]:
         q = self.queues

@@ -36,7 +36,7 @@ import uvloop
 
 from crawler.config import CrawlerConfig, with_overrides
 from crawler.errors import CrawlerError, SegmentError
-from crawler.fetcher.service import fetch_segment, fetchlist_partitions
+from crawler.fetcher.service import fetch_segment
 from crawler.segments.layout import Segment
 from crawler.storage.location import parse_remote
 
@@ -101,7 +101,7 @@ def fetch_on_spark(cfg: CrawlerConfig, segment: Segment, partitions: list[int] |
     """Fetch ``segment``'s partitions (all, or the given ones) as Spark tasks; returns the URLs fetched."""
     from crawler.jobs.spark_engine import spark_session  # pyspark is an optional dependency
 
-    chosen = partitions if partitions is not None else fetchlist_partitions(segment)
+    chosen = partitions if partitions is not None else segment.fetchlist_partitions()
     if not chosen:
         return 0
     context = spark_session(cfg).sparkContext

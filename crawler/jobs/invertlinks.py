@@ -37,7 +37,7 @@ from typing import Any
 import pyarrow as pa
 
 from crawler.config import CrawlerConfig
-from crawler.errors import SegmentError, StorageError
+from crawler.errors import StorageError
 from crawler.jobs.engine import JobEngine, first_line, open_engine
 from crawler.jobs.progress import JobProgress
 from crawler.jobs.sql import (
@@ -49,7 +49,7 @@ from crawler.jobs.sql import (
     typed_columns,
 )
 from crawler.models import FETCHER, PARSE_DATA, FetchStatus
-from crawler.segments.layout import Segment, list_segments, part_name
+from crawler.segments.layout import Segment, list_segments, part_name, require_fetched
 from crawler.urls.filters import check_sql_patterns, filter_sql
 from crawler.webdb.store import Version, VersionedStore
 
@@ -82,7 +82,7 @@ def unlinked_segments(cfg: CrawlerConfig) -> list[Segment]:
     webdb = VersionedStore(cfg.crawl_path / "webdb").current()
     linkdb = linkdb_store(cfg).current()
     pending = set(webdb.merged_segments if webdb else []) - set(linkdb.merged_segments if linkdb else [])
-    return [s for s in list_segments(cfg.crawl_path / "segments") if s.name in pending and s.is_done("fetcher")]
+    return [s for s in list_segments(cfg.crawl_path / "segments") if s.name in pending and s.fetched]
 
 
 def hash_sql(url: str, digest: str | None = None) -> str:
@@ -104,8 +104,7 @@ def bucket_count(rows: int, bucket_rows: int) -> int:
 
 def invertlinks(cfg: CrawlerConfig, segments: list[Segment], log: Any) -> InvertReport:
     for seg in segments:
-        if not seg.is_done("fetcher"):
-            raise SegmentError(f"{seg.path}: fetch not finished (no fetcher/_SUCCESS); resume the fetch first")
+        require_fetched(seg)
     store = linkdb_store(cfg)
     with store.lock():
         current = store.current()

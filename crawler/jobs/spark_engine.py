@@ -39,6 +39,7 @@ from crawler.fsutil import TEMP_PREFIX, publish, remove_tree
 from crawler.jobs.engine import part_batches
 from crawler.jobs.spark_bucket import BucketAccess, BucketIO
 from crawler.jobs.spark_sql import to_spark
+from crawler.segments.layout import part_name
 from crawler.storage.references import write_reference
 
 _lock = threading.Lock()
@@ -134,7 +135,7 @@ def _part_writer(
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         partition = TaskContext.get().partitionId()
-        path = f"{folder}/part-{partition:05d}.parquet"
+        path = f"{folder}/{part_name(partition)}"
         rows, writer, sink = 0, None, None
         for batch in batches:
             if batch.num_rows:
@@ -210,11 +211,11 @@ class SparkEngine:
         try:
             written = sorted(frame.mapInArrow(_part_writer(str(temp), schema), "part INT, rows BIGINT").collect())
             if not written:  # an empty result still leaves a file with the schema, as DuckEngine does
-                pq.write_table(schema.empty_table(), temp / "part-00000.parquet")
+                pq.write_table(schema.empty_table(), temp / part_name(0))
                 written = [(0, 0)]
             for n, (part, _) in enumerate(written):
                 name = dest.name if n == 0 else f"{dest.stem}-{n:05d}{dest.suffix}"
-                publish(temp / f"part-{part:05d}.parquet", dest.parent / name)
+                publish(temp / part_name(part), dest.parent / name)
         finally:
             remove_tree(temp)
         return sum(rows for _, rows in written)
@@ -225,11 +226,11 @@ class SparkEngine:
         folder = bucket.write_folder(dest)
         written = sorted(frame.mapInArrow(_part_writer(folder, schema, bucket.access), "part INT, rows BIGINT").collect())
         if not written:
-            bucket.write_empty(f"{folder}/part-00000.parquet", schema)
+            bucket.write_empty(f"{folder}/{part_name(0)}", schema)
             written = [(0, 0)]
         for n, (part, _) in enumerate(written):
             name = dest.name if n == 0 else f"{dest.stem}-{n:05d}{dest.suffix}"
-            write_reference(dest.parent / name, f"{folder}/part-{part:05d}.parquet")
+            write_reference(dest.parent / name, f"{folder}/{part_name(part)}")
         return sum(rows for _, rows in written)
 
     def close(self) -> None:

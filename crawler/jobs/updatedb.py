@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from crawler.config import CrawlerConfig, DbConfig
-from crawler.errors import SegmentError, StorageError
+from crawler.errors import StorageError
 from crawler.jobs import traps
 from crawler.jobs.engine import JobEngine, first_line, open_engine
 from crawler.jobs.progress import JobProgress
@@ -47,7 +47,7 @@ from crawler.jobs.sql import (
     utc_naive,
 )
 from crawler.models import FETCHER, LINKS, PAGES, DbStatus, FetchStatus
-from crawler.segments.layout import Segment, part_name
+from crawler.segments.layout import Segment, part_name, require_fetched
 from crawler.urls.filters import check_sql_patterns, filter_sql
 from crawler.webdb.schedule import interval_sql
 from crawler.webdb.store import Version, VersionedStore
@@ -95,10 +95,7 @@ def updatedb(
     cfg: CrawlerConfig, segments: list[Segment], log: Any, now: datetime | None = None
 ) -> UpdateReport:
     for seg in segments:
-        if not seg.is_done("fetcher"):
-            raise SegmentError(
-                f"{seg.path}: fetch not finished (no fetcher/_SUCCESS); resume the fetch first"
-            )
+        require_fetched(seg)
     store = VersionedStore(cfg.crawl_path / "webdb")
     with store.lock():
         current = store.current()

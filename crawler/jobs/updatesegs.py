@@ -23,14 +23,14 @@ from typing import Any
 import pyarrow as pa
 
 from crawler.config import CrawlerConfig
-from crawler.errors import SegmentError, StorageError
+from crawler.errors import StorageError
 from crawler.fsutil import TEMP_PREFIX, atomic_write_text, remove_tree, swap_dirs
 from crawler.jobs.engine import JobEngine, first_line, open_engine
 from crawler.jobs.invertlinks import INLINKS, inlink_parts, linkdb_store
 from crawler.jobs.progress import JobProgress
 from crawler.jobs.sql import typed_columns
 from crawler.models import FETCHER, PAGES
-from crawler.segments.layout import SUCCESS, Segment
+from crawler.segments.layout import SUCCESS, Segment, require_fetched
 from crawler.webdb.store import Version, VersionedStore, exclusive_lock
 
 FETCHER_UPDATED = FETCHER.append(pa.field("score", pa.float64())).append(pa.field("anchors", pa.list_(pa.string())))
@@ -62,8 +62,7 @@ def updatesegs(cfg: CrawlerConfig, segments: list[Segment], log: Any) -> UpdateS
     for seg in segments:
         with exclusive_lock(seg.path / ".lock", str(seg.path)):
             _repair(seg)
-            if not seg.is_done("fetcher"):
-                raise SegmentError(f"{seg.path}: fetch not finished (no fetcher/{SUCCESS}); resume the fetch first")
+            require_fetched(seg)
             con = open_engine(cfg)
             try:
                 with JobProgress("updatesegs", 2, log) as progress:

@@ -29,16 +29,15 @@ from warcio.exceptions import ArchiveLoadFailed
 
 from crawler.config import CrawlerConfig
 from crawler.errors import CrawlerError, SegmentError
-from crawler.fetcher.records import parse_rows
 from crawler.fsutil import TEMP_PREFIX, atomic_write_text, remove_tree, swap_dirs
 from crawler.models import PARSE_DATA
 from crawler.parsers.base import ParseResult
 from crawler.parsers.dispatch import ParserDispatch
+from crawler.parsers.rows import parse_rows
 from crawler.protocols.decoding import Decoder
-from crawler.segments.layout import SUCCESS, Segment
+from crawler.segments.layout import PARSE_OUTPUTS, SUCCESS, Segment
 from crawler.segments.writer import write_parquet, write_parse_text
 
-OUTPUTS = ("parse_text", "parse_data")
 LOCK = ".parse.lock"
 
 
@@ -128,7 +127,7 @@ def reparse_part(
 
 def _clear_leftovers(segment: Segment) -> None:
     """Undo what a killed run left: a parked old output goes back, staging folders go."""
-    for output in OUTPUTS:
+    for output in PARSE_OUTPUTS:
         leftovers = sorted(segment.path.glob(f"{TEMP_PREFIX}{output}-*"))
         parked = [p for p in leftovers if p.name.startswith(f"{TEMP_PREFIX}{output}-old.")]
         if not segment.dir(output).exists() and parked:
@@ -164,7 +163,7 @@ def _parts(segment: Segment, log: Any) -> list[tuple[Path, Path]]:
 
 def reparse_segment(cfg: CrawlerConfig, segment: Segment, log: Any) -> ReparseReport:
     """Replace the segment's parse_text/ and parse_data/ with a fresh parse of its content."""
-    if not segment.is_done("fetcher"):
+    if not segment.fetched:
         raise SegmentError(f"{segment.path}: fetch not complete (no fetcher/{SUCCESS}); fetch it first")
     log = log.bind(segment=segment.name)
     dispatch = ParserDispatch(cfg)
@@ -172,7 +171,7 @@ def reparse_segment(cfg: CrawlerConfig, segment: Segment, log: Any) -> ReparseRe
     with _segment_lock(segment):
         _clear_leftovers(segment)
         parts = _parts(segment, log)
-        staging = {out: segment.path / f"{TEMP_PREFIX}{out}-new.{os.getpid()}" for out in OUTPUTS}
+        staging = {out: segment.path / f"{TEMP_PREFIX}{out}-new.{os.getpid()}" for out in PARSE_OUTPUTS}
         try:
             for folder in staging.values():
                 folder.mkdir()
@@ -192,7 +191,7 @@ def reparse_segment(cfg: CrawlerConfig, segment: Segment, log: Any) -> ReparseRe
                         report.add(future.result())
             for folder in staging.values():
                 atomic_write_text(folder / SUCCESS, "")
-            for output in OUTPUTS:
+            for output in PARSE_OUTPUTS:
                 swap_dirs(staging[output], segment.dir(output))
         finally:
             for folder in staging.values():

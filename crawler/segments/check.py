@@ -17,9 +17,8 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 from zlib_ng import zlib_ng
 
-from crawler.segments.layout import Segment
+from crawler.segments.layout import PARQUET_OUTPUTS, Segment
 
-PARQUET_OUTPUTS = ("fetcher", "parse_text", "parse_data")
 # Small reads: every member (one a record, ~1.7 kB on average) leaves the rest of the read as a new
 # ``unused_data`` copy, so 1 MiB reads copied ~0.5 MiB per record (62 MB of WARC: 0.68 s CPU; 64 KiB
 # reads 0.19 s, with zlib-ng 0.15 s).

@@ -1,9 +1,22 @@
-"""Where a segment's parts live, how segments are named, and which partition a host belongs to."""
+"""A segment on disk: its outputs, how parts and markers are named, and which partition a host belongs to.
+
+The one place that spells the layout DESIGN.md fixes::
+
+    fetchlist/part-PPPPP.parquet        one per partition (generate)
+    <output>/part-PPPPP-SSSSS.<suffix>  a fetch's commit SSSSS of partition PPPPP (content: warc.gz)
+    fetcher/_done-PPPPP                 every entry of partition PPPPP is recorded
+    <output>/_SUCCESS                   the output is complete
+
+Every other module asks this one for names, parses them here, and asks a ``Segment`` whether a fetch
+(of the segment, or of one partition) is finished.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -12,7 +25,19 @@ from crawler.errors import SegmentError
 from crawler.fsutil import atomic_write_text
 
 OUTPUTS = ("fetchlist", "fetcher", "content", "parse_text", "parse_data")
+FETCH_OUTPUTS = ("fetcher", "content", "parse_text", "parse_data")  # what a fetch writes, one part each per commit
+PARSE_OUTPUTS = ("parse_text", "parse_data")  # what a re-parse rewrites
+PARQUET_OUTPUTS = ("fetcher", "parse_text", "parse_data")  # content is WARC; fetchlist is checked by generate
 SUCCESS = "_SUCCESS"
+PART_PREFIX = "part-"
+DONE_PREFIX = "_done-"  # below fetcher/: one marker per finished partition
+MARKER_PREFIX = "_"  # _SUCCESS, _done-NNNNN: the files that vouch for others
+
+_PART = re.compile(r"^part-(\d+)(?:-(\d+))?\.")
+# By path in the segment, as a bucket listing gives them:
+_FETCHLIST_PART = re.compile(r"^fetchlist/part-(\d+)\.parquet$")
+_DONE = re.compile(r"^fetcher/_done-(\d+)$")
+_PARTITION_FILE = re.compile(r"^[^/]+/(?:part-|_done-)(\d+)\b")  # an output's part or marker of one partition
 
 
 def partition_of(host: str, partitions: int) -> int:
@@ -23,8 +48,45 @@ def partition_of(host: str, partitions: int) -> int:
 
 def part_name(partition: int, seq: int | None = None, suffix: str = "parquet") -> str:
     if seq is None:
-        return f"part-{partition:05d}.{suffix}"
-    return f"part-{partition:05d}-{seq:05d}.{suffix}"
+        return f"{PART_PREFIX}{partition:05d}.{suffix}"
+    return f"{partition_prefix(partition)}{seq:05d}.{suffix}"
+
+
+def partition_prefix(partition: int) -> str:
+    """What the names of one partition's fetch parts start with: ``part-00003-``."""
+    return f"{PART_PREFIX}{partition:05d}-"
+
+
+def part_numbers(name: str) -> tuple[int, int | None] | None:
+    """'part-00003-00012.parquet' -> (3, 12), 'part-00003.parquet' -> (3, None); None if not a part name."""
+    match = _PART.match(name)
+    if match is None:
+        return None
+    return int(match.group(1)), None if match.group(2) is None else int(match.group(2))
+
+
+def commit_number(name: str) -> int | None:
+    """'part-00003-00012.parquet' -> 12; None if not the name of a fetch commit's part."""
+    numbers = part_numbers(name)
+    return None if numbers is None else numbers[1]
+
+
+def done_name(partition: int) -> str:
+    return f"{DONE_PREFIX}{partition:05d}"
+
+
+def file_partition(rel: str) -> int | None:
+    """The partition of a file by its path in the segment: 'fetcher/part-00003-00001.parquet' and
+    'fetcher/_done-00003' -> 3; None for a file of no one partition (``_SUCCESS``)."""
+    match = _PARTITION_FILE.match(rel)
+    return None if match is None else int(match.group(1))
+
+
+def fetch_progress(rels: Iterable[str]) -> tuple[list[int], set[int]]:
+    """From paths in a segment (a bucket listing): its fetchlist partitions, and those whose fetch is finished."""
+    rels = list(rels)
+    partitions = sorted({int(m.group(1)) for rel in rels if (m := _FETCHLIST_PART.match(rel))})
+    return partitions, {int(m.group(1)) for rel in rels if (m := _DONE.match(rel))}
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,19 +110,49 @@ class Segment:
         folder = self.path / output
         if not folder.is_dir():
             return []
-        return sorted(p for p in folder.glob(f"part-*.{suffix}"))
+        return sorted(p for p in folder.glob(f"{PART_PREFIX}*.{suffix}"))
 
     def glob(self, output: str, suffix: str = "parquet") -> str:
-        return str(self.path / output / f"part-*.{suffix}")
+        return str(self.path / output / f"{PART_PREFIX}*.{suffix}")
+
+    def fetchlist_part(self, partition: int) -> Path:
+        return self.path / "fetchlist" / part_name(partition)
+
+    def fetchlist_partitions(self) -> list[int]:
+        return sorted(numbers[0] for p in self.parts("fetchlist") if (numbers := part_numbers(p.name)))
+
+    def done_marker(self, partition: int) -> Path:
+        return self.path / "fetcher" / done_name(partition)
+
+    def partition_fetched(self, partition: int) -> bool:
+        """Every entry of the partition's fetchlist is recorded (its ``_done`` marker is there)."""
+        return self.done_marker(partition).exists()
+
+    def mark_partition_fetched(self, partition: int) -> None:
+        atomic_write_text(self.done_marker(partition), "")
+
+    @property
+    def fetched(self) -> bool:
+        """The whole fetch finished (``fetcher/_SUCCESS``): what updatedb, invertlinks and a re-parse need."""
+        return self.is_done("fetcher")
 
     @property
     def state(self) -> str:
-        """generated | fetching (cut off) | fetched | parsed — what a later step may do with it."""
+        """incomplete (no fetchlist yet) | generated | fetching (begun: running or cut off) | fetched.
+
+        Merged into the webdb or not is the webdb's to say (its version lists the segments it merged).
+        """
         if not self.is_done("fetchlist"):
             return "incomplete"
-        if not self.is_done("fetcher"):
+        if not self.fetched:
             return "generated" if not self.dir("fetcher").exists() else "fetching"
         return "fetched"
+
+
+def require_fetched(seg: Segment) -> None:
+    """Refuse a segment whose fetch was cut off: merging it would take part of it for the whole."""
+    if not seg.fetched:
+        raise SegmentError(f"{seg.path}: fetch not finished (no fetcher/{SUCCESS}); resume the fetch first")
 
 
 def open_segment(path: Path | str) -> Segment:

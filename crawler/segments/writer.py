@@ -46,7 +46,7 @@ from crawler import __version__
 from crawler.fsutil import atomic_output, atomic_write_bytes
 from crawler.models import FETCHER, PARSE_DATA, PARSE_TEXT
 from crawler.protocols.base import Response
-from crawler.segments.layout import Segment, part_name
+from crawler.segments.layout import FETCH_OUTPUTS, Segment, commit_number, part_name, partition_prefix
 
 # Runs a picklable function and its arguments elsewhere (a worker process), returning its result.
 Offload = Callable[..., Awaitable[Any]]
@@ -272,8 +272,9 @@ class PartitionWriter:
         self._lock = asyncio.Lock()
 
     def _first_free_seq(self) -> int:
-        prefix = f"part-{self.partition:05d}-"
-        used = [int(p.stem.split("-")[2]) for p in self.segment.parts("fetcher") if p.name.startswith(prefix)]
+        prefix = partition_prefix(self.partition)
+        used = [seq for p in self.segment.parts("fetcher")
+                if p.name.startswith(prefix) and (seq := commit_number(p.name)) is not None]
         return max(used) + 1 if used else 0
 
     def add(
@@ -328,7 +329,7 @@ class PartitionWriter:
 def write_part(segment_path: str, partition: int, seq: int, batch: _Pending) -> None:
     """Write one part of each output; run in a thread, or in a worker process (all arguments pickle)."""
     seg = Segment(Path(segment_path))
-    for output in ("fetcher", "content", "parse_text", "parse_data"):
+    for output in FETCH_OUTPUTS:
         seg.dir(output).mkdir(parents=True, exist_ok=True)
     # Content and parse outputs first: a part of fetcher/ is the commit record that says
     # the other three exist, so resume logic only needs to look at fetcher/.

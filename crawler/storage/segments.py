@@ -35,19 +35,23 @@ import re
 from collections.abc import Collection
 from pathlib import Path
 
-from crawler.fetcher.resume import OUTPUTS as FETCH_OUTPUTS
 from crawler.fsutil import TEMP_PREFIX, remove_tree, temp_path_for
-from crawler.segments.layout import SUCCESS
+from crawler.segments.layout import (
+    DONE_PREFIX,
+    FETCH_OUTPUTS,
+    MARKER_PREFIX,
+    PART_PREFIX,
+    SUCCESS,
+    fetch_progress,
+    file_partition,
+)
 from crawler.storage.bucket import Bucket
 from crawler.storage.stores import STATE_DIR, read_state, write_state
 
 LEASES = ".leases"  # below segments/: the fetch leases of partitions (partition_lease.py); no segment is named so
 
 SEGMENT_NAME = re.compile(r"^\d{8}T\d{9}Z$")
-_MARKER = "_"  # _SUCCESS, _done-NNNNN: the files that vouch for others
-_FETCHLIST_PART = re.compile(r"^fetchlist/part-(\d+)\.parquet$")
-_DONE = re.compile(r"^fetcher/_done-(\d+)$")
-_PARTITION_FILE = re.compile(r"^[^/]+/(?:part-|_done-)(\d+)\b")  # an output's part or marker of one partition
+_MARKER = MARKER_PREFIX  # _SUCCESS, _done-NNNNN: the files that vouch for others
 
 
 def is_segment_name(name: str) -> bool:
@@ -63,13 +67,8 @@ def _for_partitions(rel: str, partitions: Collection[int] | None) -> bool:
     """Whether a fetch of ``partitions`` (None: all) pulls ``rel``: the whole fetchlist, its partitions' files."""
     if partitions is None or rel.startswith("fetchlist/"):
         return True
-    match = _PARTITION_FILE.match(rel)
-    return match is not None and int(match.group(1)) in partitions
-
-
-def _partitions_in(remote: Collection[str]) -> tuple[list[int], set[int]]:
-    partitions = sorted({int(m.group(1)) for rel in remote if (m := _FETCHLIST_PART.match(rel))})
-    return partitions, {int(m.group(1)) for rel in remote if (m := _DONE.match(rel))}
+    partition = file_partition(rel)
+    return partition is not None and partition in partitions
 
 
 def _marker_order(rel: str) -> tuple[bool, str]:
@@ -94,9 +93,10 @@ class SegmentSync:
     def fetch_partitions(self, name: str) -> tuple[list[int], set[int]]:
         """A segment's fetchlist partitions in the bucket, and those with a ``_done`` marker there."""
         # Two narrow listings, not the whole segment's: a lease is taken before every partition's fetch.
-        found = [f"fetchlist/part-{rel}" for rel in self.bucket.names_starting(self.key(name, "fetchlist/part-"))]
-        found += [f"fetcher/_done-{rel}" for rel in self.bucket.names_starting(self.key(name, "fetcher", "_done-"))]
-        return _partitions_in(found)
+        parts, done = f"fetchlist/{PART_PREFIX}", f"fetcher/{DONE_PREFIX}"
+        found = [parts + rel for rel in self.bucket.names_starting(self.key(name, parts))]
+        found += [done + rel for rel in self.bucket.names_starting(self.key(name, done))]
+        return fetch_progress(found)
 
     def _manifest_path(self, name: str) -> Path:
         return self.state_dir / f"{name}.json"
@@ -139,9 +139,9 @@ class SegmentSync:
         manifest = read_state(self._manifest_path(name))
         found = {}
         for rel in (*self._files(local, marker=False), *self._files(local, marker=True)):
-            match = _PARTITION_FILE.match(rel)
-            if match and manifest.get(rel) != _stamp(local / rel):
-                found[rel] = int(match.group(1))
+            partition = file_partition(rel)
+            if partition is not None and manifest.get(rel) != _stamp(local / rel):
+                found[rel] = partition
         return found
 
     def unpublished_partitions(self, name: str) -> set[int]:
@@ -172,14 +172,14 @@ class SegmentSync:
     def _finish_partitioned_fetch(self, local: Path) -> bool:
         """Write the fetch outputs' remote ``_SUCCESS`` once every partition's ``_done`` marker is in the bucket."""
         fetcher = local / "fetcher"
-        if (fetcher / SUCCESS).exists() or not any(fetcher.glob("_done-*")):
+        if (fetcher / SUCCESS).exists() or not any(fetcher.glob(DONE_PREFIX + "*")):
             return False  # a whole fetch marked itself; a fetch that finished no partition has nothing to add
         return self.complete_fetch(local.name)
 
     def complete_fetch(self, name: str) -> bool:
         """Write the fetch outputs' ``_SUCCESS`` in the bucket if every fetchlist partition is ``_done`` there."""
         remote = self.bucket.list(self.key(name))
-        partitions, done = _partitions_in(remote)
+        partitions, done = fetch_progress(remote)
         if f"fetcher/{SUCCESS}" in remote or not partitions or not set(partitions) <= done:
             return False
         for output in sorted(FETCH_OUTPUTS, key=lambda o: o == "fetcher"):  # fetcher/_SUCCESS, the one read, last
