@@ -30,11 +30,9 @@ from crawler.fetcher.known import KnownFetched
 from crawler.fetcher.politeness import Politeness
 from crawler.fetcher.politeness_file import politeness_path
 from crawler.fetcher.redirects import HeldUrls, listed_hashes
-from crawler.fetcher.robots import RobotsCache
+from crawler.fetcher.robots import robots_cache
 from crawler.protocols.pool import ProtocolPool
 from crawler.segments.layout import Segment
-from crawler.urls.filters import UrlFilters
-from crawler.urls.normalize import Normalizer
 
 
 def fetchlist_urls(segment: Segment) -> Iterator[str]:
@@ -51,12 +49,7 @@ class FetchShared:
         self._fetching: set[str] = set()  # segments whose fetch runs
         self._merged: list[tuple[str, set[str]]] = []  # merged, still held for the fetches that started before
         self.protocols = ProtocolPool(cfg)
-        filters = UrlFilters(cfg.urls, ignore_external=cfg.db.ignore_external_links)
-        # As a fetch's own cache: robots.txt may redirect across hosts, and check() without a source
-        # applies no ignore_external_links.
-        self.robots = RobotsCache(self.protocols.protocol_for, log, agent=cfg.http.agent_name,
-                                  ttl=cfg.robots.cache_ttl, url_filter=filters.check,
-                                  normalize=Normalizer.from_config(cfg).normalize)
+        self.robots = robots_cache(cfg, self.protocols.protocol_for, log)  # as a fetch's own cache is made
 
     def fetcher_kwargs(self) -> dict[str, Any]:
         return {"politeness": self.politeness, "robots": self.robots, "held": self.held}

@@ -13,6 +13,11 @@ follows the number of busy hosts, not of all hosts. A blocked queue (too many
 failures, a Retry-After over the cap) or origin (robots.txt unavailable, a
 Crawl-delay over the cap) is remembered only by key and reason, and every entry
 for it is dropped through ``on_drop`` so the caller records it.
+
+``FetchQueues`` is the one owner of a fetch's per-host state: its host queues,
+their politeness (through ``Politeness``), failures in a row, and what is
+blocked. The fetcher tells it what happened (a start, an answer, a failure,
+a Retry-After, robots.txt's verdict) and never sets a queue's fields itself.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import structlog
+
 from crawler.config import FetcherConfig
 from crawler.fetcher.politeness import Politeness, QueueState
 from crawler.fetcher.robots import origin_of
@@ -34,6 +41,8 @@ from crawler.fetcher.robots import origin_of
 
 @dataclass(slots=True)
 class HostQueue:
+    """One politeness key's entries in this fetch; its fields are set by ``FetchQueues`` alone."""
+
     key: str
     state: QueueState
     entries: deque[Any] = field(default_factory=deque)
@@ -67,31 +76,17 @@ def _entry_origin(entry: Any) -> str:
     return origin_of(entry["url"])
 
 
-class FetchQueues:
-    """Bounded host queues (``put`` waits when ``max_queued`` entries wait) and a dispatcher."""
+class _Dispatcher:
+    """The ready-time heap and the hand-out to idle workers (``FetchQueues`` fills the queues it reads)."""
 
-    def __init__(
-        self,
-        cfg: FetcherConfig,
-        workers: int,
-        max_queued: int = 10_000,
-        clock: Callable[[], float] = time.monotonic,
-        on_drop: Callable[[Any, str], None] = _no_drop,
-        politeness: Politeness | None = None,
-        origin: Callable[[Any], str] = _entry_origin,
-    ) -> None:
+    def __init__(self, cfg: FetcherConfig, workers: int, clock: Callable[[], float],
+                 politeness: Politeness | None) -> None:
         self.cfg = cfg
         self.per_host = cfg.per_host_concurrency  # read several times per entry: an attribute, not a property
+        # Always one: a fetch on its own gets a private one, the daemon's fetches share theirs.
         self.politeness = politeness if politeness is not None else Politeness(cfg, clock=clock)
-        self.max_queued = max_queued
         self.clock = clock
-        self.on_drop = on_drop
-        self.origin = origin
         self.hosts: dict[str, HostQueue] = {}
-        # key -> reason: every entry for it is dropped. Bounded: a fetchlist of a million dead hosts
-        # blocks a million keys; a forgotten one's next entry is simply tried (and blocked) again.
-        self.blocked: OrderedDict[str, str] = OrderedDict()
-        self.blocked_origins: OrderedDict[str, str] = OrderedDict()
         self.queued = 0
         self.in_flight = 0
         self._heap: list[tuple[float, int, str]] = []
@@ -112,123 +107,8 @@ class FetchQueues:
         heapq.heappush(self._heap, (at, self._counter, hq.key))
         self._changed.set()
 
-    async def put(self, key: str, entry: Any) -> None:
-        """Queue an entry from the fetchlist; waits while ``max_queued`` entries wait."""
-        while self.queued >= self.max_queued:
-            self._space.clear()
-            await self._space.wait()
-        self.push(key, entry)
-
-    def push(self, key: str, entry: Any) -> None:
-        """Queue an entry without waiting (a redirect hop: at most one per busy worker)."""
-        if key in self.blocked:
-            self.on_drop(entry, self.blocked[key])
-            return
-        if self.blocked_origins and (origin := self.origin(entry)) in self.blocked_origins:
-            self.on_drop(entry, self.blocked_origins[origin])
-            return
-        hq = self.hosts.get(key)
-        if hq is None:
-            state = self.politeness.attach(key)
-            if state.hold_until - self.clock() > self.cfg.max_crawl_delay:
-                # A Retry-After from an earlier fetch or round that outlasts what this one would wait.
-                self.politeness.detach(state)
-                self._block_key(key, "retry_after_over_cap")
-                self.on_drop(entry, "retry_after_over_cap")
-                return
-            hq = self.hosts[key] = HostQueue(key, state)
-        hq.entries.append(entry)
-        self.queued += 1
-        if hq.in_flight < self.per_host:
-            self._schedule(hq, hq.next_allowed)
-
-    def requeue(self, hq: HostQueue, entry: Any) -> None:
-        """Put a dispatched entry back at the head of its queue (its start must wait longer than thought).
-
-        The worker still holds the entry; ``release`` then schedules the queue as usual.
-        """
-        if hq.key in self.blocked:
-            self.on_drop(entry, self.blocked[hq.key])
-            return
-        hq.entries.appendleft(entry)
-        self.queued += 1
-
     def finish_feeding(self) -> None:
         self._feeding = False
-        self._changed.set()
-
-    def may_start(self, hq: HostQueue) -> bool:
-        return self.politeness.may_start(hq.state, self.clock())
-
-    def start(self, hq: HostQueue) -> None:
-        """The dispatched entry's request starts now."""
-        self.politeness.started(hq.state)
-
-    def restamp(self, hq: HostQueue) -> None:
-        """The started request's connection is ready only now (a new one): count its start from here."""
-        self.politeness.note_start(hq.state, self.clock())
-
-    def note_start(self, hq: HostQueue, at: float) -> None:
-        self.politeness.note_start(hq.state, at)
-
-    def set_crawl_delay(self, hq: HostQueue, delay: float | None, origin: str | None = None) -> None:
-        """``origin`` (default: the key itself) is served through this queue, with this robots Crawl-delay."""
-        self.politeness.set_origin_delay(hq.state, origin if origin is not None else hq.key, delay)
-
-    def adapt(self, hq: HostQueue, elapsed: float) -> None:
-        self.politeness.adapt(hq.state, elapsed)
-
-    def back_off(self, hq: HostQueue, seconds: float) -> None:
-        """No request to this queue for ``seconds`` (Retry-After, repeated failures)."""
-        self.politeness.hold(hq.state, seconds)
-
-    def block(self, hq: HostQueue, reason: str) -> None:
-        """Drop every waiting and future entry of this queue through ``on_drop``."""
-        self._block_key(hq.key, reason)
-        for entry in self.drop_host(hq):
-            self.on_drop(entry, reason)
-
-    def _block_key(self, key: str, reason: str) -> None:
-        _remember(self.blocked, key, reason)
-
-    def block_origin(self, hq: HostQueue, origin: str, reason: str) -> None:
-        """Drop every waiting and future entry of ``origin`` (one origin of ``hq``'s queue), not the others."""
-        _remember(self.blocked_origins, origin, reason)
-        kept: deque[Any] = deque()
-        for entry in hq.entries:
-            if self.origin(entry) == origin:
-                self.queued -= 1
-                self.on_drop(entry, reason)
-            else:
-                kept.append(entry)
-        hq.entries = kept
-        self._space.set()
-        self._changed.set()
-
-    def drop_host(self, hq: HostQueue) -> list[Any]:
-        """Remove and return every waiting entry of a host (to be recorded by the caller)."""
-        dropped = list(hq.entries)
-        hq.entries.clear()
-        self.queued -= len(dropped)
-        self._space.set()
-        self._changed.set()
-        return dropped
-
-    def drop_all(self) -> list[Any]:
-        dropped: list[Any] = []
-        for hq in list(self.hosts.values()):
-            dropped.extend(self.drop_host(hq))
-        return dropped
-
-    def reconfigure(self, cfg: FetcherConfig) -> None:
-        """New per-host limits and delays, live; queues with a Crawl-delay keep it."""
-        self.cfg = cfg
-        self.per_host = cfg.per_host_concurrency
-        if self.politeness.cfg is not cfg:
-            self.politeness.reconfigure(cfg)
-        for hq in self.hosts.values():
-            if hq.entries and hq.in_flight < self.per_host:
-                self._schedule(hq, hq.next_allowed)
         self._changed.set()
 
     def add_workers(self, count: int) -> None:
@@ -265,17 +145,6 @@ class FetchQueues:
         if self.hosts.get(hq.key) is hq:
             del self.hosts[hq.key]
             self.politeness.detach(hq.state)
-
-    def close(self) -> None:
-        """Let go of every queue's politeness state (the fetch is over; the state stays with ``politeness``)."""
-        for hq in self.hosts.values():
-            self.politeness.detach(hq.state)
-        self.hosts.clear()
-
-    def waiting_hosts(self) -> int:
-        """Queues with entries that wait for their politeness delay (not stuck: just polite)."""
-        now = self.clock()
-        return sum(1 for hq in self.hosts.values() if hq.entries and hq.next_allowed > now)
 
     def _done(self) -> bool:
         # In-flight entries may still add a redirect hop, so they count as work left.
@@ -344,3 +213,190 @@ class FetchQueues:
     def _wake(self, hq: HostQueue) -> None:
         if self.hosts.get(hq.key) is hq and hq.entries and hq.in_flight < self.per_host:
             self._schedule(hq, hq.next_allowed)
+
+
+class FetchQueues(_Dispatcher):
+    """Bounded host queues (``put`` waits when ``max_queued`` entries wait), their politeness and failures."""
+
+    def __init__(
+        self,
+        cfg: FetcherConfig,
+        workers: int,
+        max_queued: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+        on_drop: Callable[[Any, str], None] = _no_drop,
+        politeness: Politeness | None = None,
+        origin: Callable[[Any], str] = _entry_origin,
+        log: Any = None,
+    ) -> None:
+        super().__init__(cfg, workers, clock, politeness)
+        self.max_queued = max_queued
+        self.on_drop = on_drop
+        self.origin = origin
+        self.log = log if log is not None else structlog.get_logger()
+        # key -> reason: every entry for it is dropped. Bounded: a fetchlist of a million dead hosts
+        # blocks a million keys; a forgotten one's next entry is simply tried (and blocked) again.
+        self.blocked: OrderedDict[str, str] = OrderedDict()
+        self.blocked_origins: OrderedDict[str, str] = OrderedDict()
+
+    async def put(self, key: str, entry: Any) -> None:
+        """Queue an entry from the fetchlist; waits while ``max_queued`` entries wait."""
+        while self.queued >= self.max_queued:
+            self._space.clear()
+            await self._space.wait()
+        self.push(key, entry)
+
+    def push(self, key: str, entry: Any) -> None:
+        """Queue an entry without waiting (a redirect hop: at most one per busy worker)."""
+        if key in self.blocked:
+            self.on_drop(entry, self.blocked[key])
+            return
+        if self.blocked_origins and (origin := self.origin(entry)) in self.blocked_origins:
+            self.on_drop(entry, self.blocked_origins[origin])
+            return
+        hq = self.hosts.get(key)
+        if hq is None:
+            state = self.politeness.attach(key)
+            if state.hold_until - self.clock() > self.cfg.max_crawl_delay:
+                # A Retry-After from an earlier fetch or round that outlasts what this one would wait.
+                self.politeness.detach(state)
+                _remember(self.blocked, key, "retry_after_over_cap")
+                self.on_drop(entry, "retry_after_over_cap")
+                return
+            hq = self.hosts[key] = HostQueue(key, state)
+        hq.entries.append(entry)
+        self.queued += 1
+        if hq.in_flight < self.per_host:
+            self._schedule(hq, hq.next_allowed)
+
+    def requeue(self, hq: HostQueue, entry: Any) -> None:
+        """Put a dispatched entry back at the head of its queue (its start must wait longer than thought).
+
+        The worker still holds the entry; ``release`` then schedules the queue as usual.
+        """
+        if hq.key in self.blocked:
+            self.on_drop(entry, self.blocked[hq.key])
+            return
+        hq.entries.appendleft(entry)
+        self.queued += 1
+
+    def may_start(self, hq: HostQueue) -> bool:
+        return self.politeness.may_start(hq.state, self.clock())
+
+    def start(self, hq: HostQueue) -> None:
+        """The dispatched entry's request starts now."""
+        self.politeness.started(hq.state)
+
+    def restamp(self, hq: HostQueue) -> None:
+        """The started request's connection is ready only now (a new one): count its start from here."""
+        self.politeness.note_start(hq.state, self.clock())
+
+    def note_start(self, hq: HostQueue, at: float) -> None:
+        self.politeness.note_start(hq.state, at)
+
+    def set_crawl_delay(self, hq: HostQueue, delay: float | None, origin: str | None = None) -> None:
+        """``origin`` (default: the key itself) is served through this queue, with this robots Crawl-delay."""
+        self.politeness.set_origin_delay(hq.state, origin if origin is not None else hq.key, delay)
+
+    def adapt(self, hq: HostQueue, elapsed: float) -> None:
+        self.politeness.adapt(hq.state, elapsed)
+
+    def answered(self, hq: HostQueue, elapsed: float) -> None:
+        """``hq``'s request was answered in ``elapsed`` seconds, and not with a 429 or 503: no failure in a row."""
+        self.politeness.adapt(hq.state, elapsed)
+        hq.failures = 0
+
+    def back_off(self, hq: HostQueue, seconds: float) -> None:
+        """No request to this queue for ``seconds`` (Retry-After, repeated failures)."""
+        self.politeness.hold(hq.state, seconds)
+
+    def failed(self, hq: HostQueue, kind: str) -> None:
+        """Repeated failures back a host off, and past the cap drop the rest of its queue."""
+        hq.failures += 1
+        cap = self.cfg.max_exceptions_per_queue
+        if cap and hq.failures >= cap:
+            self.log.warning("fetch.queue_dropped", host=hq.key, failures=hq.failures, last=kind)
+            self.block(hq, f"max_exceptions_per_queue ({cap}), last: {kind}")
+            return
+        self.back_off(hq, min(self.cfg.max_delay, max(hq.delay, 0.5) * 2 ** (hq.failures - 1)))
+
+    def slow_down(self, hq: HostQueue, kind: str, wait: float | None) -> None:
+        """A 429 or 503 (``kind``): wait what its Retry-After asks (``wait``), else back off as for a failure."""
+        if wait is None:
+            self.failed(hq, kind)
+        else:
+            self.retry_after(hq, wait)
+
+    def retry_after(self, hq: HostQueue, wait: float) -> None:
+        """Hold the queue ``wait`` seconds (kept across fetches and restarts); past the cap, drop the rest."""
+        self.back_off(hq, wait)
+        if wait > self.cfg.max_crawl_delay:
+            self.log.warning("fetch.retry_after_over_cap", host=hq.key, retry_after=wait)
+            self.block(hq, "retry_after_over_cap")
+        else:
+            self.log.info("fetch.retry_after", host=hq.key, retry_after=wait)
+
+    def block(self, hq: HostQueue, reason: str) -> None:
+        """Drop every waiting and future entry of this queue through ``on_drop``."""
+        _remember(self.blocked, hq.key, reason)
+        for entry in self.drop_host(hq):
+            self.on_drop(entry, reason)
+
+    def block_origin(self, hq: HostQueue, origin: str, reason: str) -> None:
+        """Drop every waiting and future entry of ``origin`` (one origin of ``hq``'s queue), not the others."""
+        _remember(self.blocked_origins, origin, reason)
+        kept: deque[Any] = deque()
+        for entry in hq.entries:
+            if self.origin(entry) == origin:
+                self.queued -= 1
+                self.on_drop(entry, reason)
+            else:
+                kept.append(entry)
+        hq.entries = kept
+        self._space.set()
+        self._changed.set()
+
+    def drop_host(self, hq: HostQueue) -> list[Any]:
+        """Remove and return every waiting entry of a host (to be recorded by the caller)."""
+        dropped = list(hq.entries)
+        hq.entries.clear()
+        self.queued -= len(dropped)
+        self._space.set()
+        self._changed.set()
+        return dropped
+
+    def drop_all(self) -> list[Any]:
+        dropped: list[Any] = []
+        for hq in list(self.hosts.values()):
+            dropped.extend(self.drop_host(hq))
+        return dropped
+
+    def reconfigure(self, cfg: FetcherConfig) -> None:
+        """New per-host limits and delays, live; queues with a Crawl-delay keep it."""
+        self.cfg = cfg
+        self.per_host = cfg.per_host_concurrency
+        if self.politeness.cfg is not cfg:
+            self.politeness.reconfigure(cfg)
+        for hq in self.hosts.values():
+            if hq.entries and hq.in_flight < self.per_host:
+                self._schedule(hq, hq.next_allowed)
+        self._changed.set()
+
+    def close(self) -> None:
+        """Let go of every queue's politeness state (the fetch is over; the state stays with ``politeness``)."""
+        for hq in self.hosts.values():
+            self.politeness.detach(hq.state)
+        self.hosts.clear()
+
+    def waiting_hosts(self) -> int:
+        """Queues with entries that wait for their politeness delay (not stuck: just polite)."""
+        now = self.clock()
+        return sum(1 for hq in self.hosts.values() if hq.entries and hq.next_allowed > now)
+
+    def figures(self) -> tuple[int, int, int, int]:
+        """(requests in flight, entries queued, active hosts, waiting hosts), for ``fetch.progress``."""
+        return self.in_flight, self.queued, len(self.hosts), self.waiting_hosts()
+
+    def keeping(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """For the fetch's run: the politeness state is saved while it runs and when it ends."""
+        return self.politeness.keeping()

@@ -26,8 +26,13 @@ from crawler.fetcher.events import FetchObserver, FetchProgress
 
 @dataclass(slots=True)
 class Counters:
-    fetched: int = 0
+    """A fetch's one tally: read here while it runs, and made into its report when it ends."""
+
+    fetched: int = 0  # entries recorded (a row written), fetched or not
     bytes: int = 0
+    by_status: dict[str, int] = field(default_factory=dict)  # fetch status -> rows
+    dropped: dict[str, int] = field(default_factory=dict)  # reason -> entries recorded without a fetch
+    skipped: int = 0  # entries already recorded: committed by a cut-off run, or reached by a redirect
     errors: dict[str, int] = field(default_factory=dict)  # kind -> count
     in_flight: dict[int, tuple[str, float]] = field(default_factory=dict)  # worker id -> (url, started)
 

@@ -33,10 +33,12 @@ from urllib.parse import urlsplit
 
 from protego import Protego
 
+from crawler.config import CrawlerConfig
 from crawler.errors import BlockedAddress, FetchError
 from crawler.fetcher.outcome import retry_after_seconds
 from crawler.protocols.base import Protocol, request_ready
-from crawler.urls.normalize import InvalidUrl, normalize
+from crawler.urls.filters import UrlFilters
+from crawler.urls.normalize import InvalidUrl, Normalizer, normalize
 
 MAX_ROBOTS_BYTES = 500 * 1024
 MAX_ROBOTS_REDIRECTS = 5
@@ -225,6 +227,22 @@ class RobotsCache:
                                    retry_after=retry_after_seconds(response.header("Retry-After")))
             return RobotsRules(reason=f"robots.txt answered {status}, allowing all")
         return RobotsRules(reason="robots.txt redirects too often, allowing all")
+
+
+def robots_cache(cfg: CrawlerConfig, protocol_for: Callable[[str], Protocol], log: Any, *,
+                 filters: UrlFilters | None = None, normalize: Callable[..., str] | None = None,
+                 remembered: Remembered | None = None) -> RobotsCache:
+    """The crawl's robots.txt cache: ``http.agent_name``, ``robots.cache_ttl``, and redirect hops through the
+    crawl's URL filters and normalizer (``urls.*``; ``filters`` and ``normalize`` when the caller has them).
+
+    robots.txt may redirect across hosts (RFC 9309), so db.ignore_external_links does not apply to it:
+    ``check()`` without a source applies none.
+    """
+    if filters is None:
+        filters = UrlFilters(cfg.urls, ignore_external=cfg.db.ignore_external_links)
+    return RobotsCache(protocol_for, log, agent=cfg.http.agent_name, ttl=cfg.robots.cache_ttl,
+                       url_filter=filters.check, remembered=remembered,
+                       normalize=normalize if normalize is not None else Normalizer.from_config(cfg).normalize)
 
 
 def _settled(held: asyncio.Future[RobotsRules] | RobotsRules) -> RobotsRules | None:

@@ -15,38 +15,37 @@ queue, the time limit) still gets a fetcher row with its reason, and
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import pyarrow.parquet as pq
 import structlog
 
 from crawler.config import CrawlerConfig, FetcherConfig
-from crawler.errors import CrawlerError, FetchError, PluginNotFound
-from crawler.fetcher.events import FetchDone, FetchObserver, NullObserver
+from crawler.errors import FetchError, PluginNotFound
+from crawler.fetcher.events import FetchObserver, NullObserver
 from crawler.fetcher.hostqueue import FetchQueues, HostQueue
 from crawler.fetcher.known import load_known_fetched
-from crawler.fetcher.outcome import retry_after_seconds, status_for_error, status_for_http
-from crawler.fetcher.parsepool import ParsePool, parse_to_rows
+from crawler.fetcher.outcome import retry_after_seconds, status_for_error
+from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.politeness import Politeness
 from crawler.fetcher.politeness_file import politeness_path
 from crawler.fetcher.progress import Counters, ProgressReporter, use_progress_bar
 from crawler.fetcher.queuekey import queue_key_for
-from crawler.fetcher.records import add_robots_sitemaps, body_digest, fetch_row
+from crawler.fetcher.recorder import Recorder
+from crawler.fetcher.records import fetch_row
 from crawler.fetcher.redirects import HeldUrls, RedirectPolicy, listed_hashes
+from crawler.fetcher.responses import Responses
 from crawler.fetcher.resume import clear_leftovers, committed_urls
-from crawler.fetcher.robots import Remembered, RobotsCache, RobotsRules, origin_of
+from crawler.fetcher.robots import Remembered, RobotsCache, RobotsRules, origin_of, robots_cache
 from crawler.models import FetchStatus
 from crawler.parsers.dispatch import ParserDispatch
-from crawler.protocols.base import Response, request_ready
+from crawler.protocols.base import request_ready
 from crawler.protocols.pool import ProtocolPool
 from crawler.segments.layout import FETCH_OUTPUTS, Segment
 from crawler.segments.writer import PartitionWriter
-from crawler.urls.normalize import InvalidUrl
 
 # Failures that say "this host is in trouble" (they count towards max_exceptions_per_queue).
 _HOST_FAILURES = ("dns", "connect", "timeout", "tls")
@@ -60,6 +59,8 @@ class _Ticket:
 
 @dataclass(slots=True)
 class FetchReport:
+    """What a fetch did, from its ``Counters`` when it ended."""
+
     segment: str
     partitions: list[int]
     fetched: int = 0
@@ -71,48 +72,67 @@ class FetchReport:
     stopped: bool = False
 
 
+class Given(TypedDict, total=False):
+    """What a fetch can be handed instead of making its own (each may be left out, or None)."""
+
+    parse_pool: ParsePool | None  # parse processes: crawl keeps one for all its rounds, the daemon one for its life
+    politeness: Politeness | None  # the daemon's, shared by its fetches; else one kept in the crawl directory
+    robots: RobotsCache | None  # the daemon's robots.txt cache, shared by its fetches; else one of this fetch's
+    held: HeldUrls | None  # what the daemon's running fetches hold (fetchlists, redirect hops)
+    robots_memory: Remembered | None  # crawl's settled robots.txt answers, carried from round to round
+
+
+def conditional_headers(entry: dict[str, Any]) -> dict[str, str]:
+    headers = {}
+    if entry.get("etag"):
+        headers["If-None-Match"] = entry["etag"]
+    modified = entry.get("modified_time")
+    if modified is not None:
+        headers["If-Modified-Since"] = modified.strftime("%a, %d %b %Y %H:%M:%S GMT")
+    return headers
+
+
 class Fetcher:
-    def __init__(self, cfg: CrawlerConfig, segment: Segment, log: Any, *,
-                 stop: asyncio.Event | None = None, observer: FetchObserver | None = None,
-                 parse_pool: ParsePool | None = None, politeness: Politeness | None = None,
-                 robots: RobotsCache | None = None, held: HeldUrls | None = None,
-                 robots_memory: Remembered | None = None) -> None:
-        self.cfg = cfg
+    """One segment's fetch: the whole config builds what it works through; it keeps only sections of it."""
+
+    def __init__(self, cfg: CrawlerConfig, segment: Segment, log: Any, *, stop: asyncio.Event | None = None,
+                 observer: FetchObserver | None = None, **given: Unpack[Given]) -> None:
         self.fetcher_cfg = cfg.fetcher
+        self.agent = cfg.http.agent_name
+        self.request_timeout = cfg.http.timeout.total
+        self.bar = use_progress_bar(cfg.log.format)
+        self.load_known = partial(load_known_fetched, cfg)  # the webdb's fetched URLs (crawl_dir, jobs.*)
         self.stop = stop or asyncio.Event()
         self.observer = observer or NullObserver()
-        self._observed = not isinstance(self.observer, NullObserver)  # no event object per page for nobody
         self.segment = segment
         self.log = log.bind(segment=segment.name)
-        # The per-URL debug line's arguments cost more than the line when debug is off (a bound logger's
-        # level is fixed when it is bound).
-        is_enabled_for = getattr(self.log, "is_enabled_for", None)
-        self._debug = is_enabled_for is None or is_enabled_for(logging.DEBUG)
         self.protocols = ProtocolPool(cfg)
         self.protocol_for = self.protocols.protocol_for
-        self.redirects = RedirectPolicy(cfg, held, segment.name)  # held, robots: shared by the daemon's fetches
-        filters = self.redirects.filters
-        # robots.txt may redirect across hosts (RFC 9309), so db.ignore_external_links does not apply to it.
-        self.robots = robots if robots is not None else RobotsCache(
-            self.protocol_for, self.log, agent=cfg.http.agent_name, ttl=cfg.robots.cache_ttl,
-            url_filter=filters.check if filters is not None else None, remembered=robots_memory,
-            normalize=self.redirects.normalize)
+        self.redirects = RedirectPolicy(cfg, given.get("held"), segment.name)  # held, robots: shared by the daemon
         # crawl's next round starts from this fetch's settled robots.txt answers (updated when it ends).
-        self._robots_memory = robots_memory
+        self._robots_memory = given.get("robots_memory")
+        robots = given.get("robots")
+        self.robots = robots if robots is not None else robots_cache(
+            cfg, self.protocol_for, self.log, filters=self.redirects.filters, normalize=self.redirects.normalize,
+            remembered=self._robots_memory)
+        parse_pool = given.get("parse_pool")
         self.parse_pool = parse_pool if cfg.fetcher.parse else None
         self.parsers = ParserDispatch(cfg) if cfg.fetcher.parse and parse_pool is None else None
         self.queue_key = queue_key_for(cfg)
-        workers = cfg.fetcher.concurrency
+        self.writers: dict[int, PartitionWriter] = {}
+        self.counters = Counters()
+        recorder = Recorder(self.writers, self.counters, self.observer, self.log)
+        self._record, self._drop = recorder.record, recorder.drop  # per entry: bound once
         # A fetch of its own keeps its politeness in the crawl directory, so the next round, fetch or
         # restart waits what this one's last requests and Retry-Afters ask (the daemon passes its shared one).
-        self.politeness = politeness if politeness is not None else Politeness(
-            cfg.fetcher, state_file=politeness_path(cfg), log=self.log)
+        politeness = given.get("politeness")
+        if politeness is None:
+            politeness = Politeness(cfg.fetcher, state_file=politeness_path(cfg), log=self.log)
+        workers = cfg.fetcher.concurrency
         self.queues = FetchQueues(cfg.fetcher, workers, max_queued=max(1000, workers * 20), on_drop=self._drop,
-                                  politeness=self.politeness)
-        self.writers: dict[int, PartitionWriter] = {}
-        self.report = FetchReport(segment.name, [])
-        self.counters = Counters()
-        self.agent = cfg.http.agent_name
+                                  politeness=politeness, log=self.log)
+        self._record_response = Responses(self.redirects, self.parse_pool, self.parsers, self._record, self.queues,
+                                          self.queue_key, self.log).record_response
         self.expired = False  # fetcher.time_limit reached: the rest is recorded, not fetched
         self._committed: dict[int, set[str]] = {}
         self._workers: list[asyncio.Task[None]] = []
@@ -154,24 +174,23 @@ class Fetcher:
     async def run(self, partitions: list[int] | None = None) -> FetchReport:
         started = time.monotonic()
         available, todo = self._prepare(partitions)
-        self.report.partitions = todo
         # Off the loop: a daemon may run this beside another fetch on the same loop.
         self.redirects.known = await asyncio.to_thread(
-            load_known_fetched, self.cfg, [self._fetchlist(p) for p in todo], self.log)
+            self.load_known, [self._fetchlist(p) for p in todo], self.log)
         self.redirects.committed = listed_hashes(url for urls in self._committed.values() for url in urls)
         total = sum(pq.ParquetFile(self._fetchlist(p)).metadata.num_rows for p in todo)
         total -= sum(len(c) for c in self._committed.values())
         self.log.info("fetch.start", partitions=todo, entries=total,
                       skipped=[p for p in available if p not in todo and (partitions is None or p in partitions)])
         # The watchdog: fetcher.watchdog_after, or by default twice the whole-request timeout plus 5 s.
-        stuck_after = self.fetcher_cfg.watchdog_after or 2 * self.cfg.http.timeout.total + 5
+        stuck_after = self.fetcher_cfg.watchdog_after or 2 * self.request_timeout + 5
         reporter = ProgressReporter(
-            self.segment.name, self.counters, self._queue_state,
+            self.segment.name, self.counters, self.queues.figures,
             interval=self.fetcher_cfg.progress_interval, stuck_after=stuck_after,
-            total=max(total, 0), log=self.log, observer=self.observer, bar=use_progress_bar(self.cfg.log.format),
+            total=max(total, 0), log=self.log, observer=self.observer, bar=self.bar,
         )
         try:
-            async with self.politeness.keeping(), asyncio.TaskGroup() as tg:
+            async with self.queues.keeping(), asyncio.TaskGroup() as tg:
                 self._task_group = tg
                 tg.create_task(self._read(todo))
                 dispatcher = tg.create_task(self.queues.dispatch())
@@ -194,28 +213,26 @@ class Fetcher:
             await self.queue_key.aclose()
         for writer in self.writers.values():
             await writer.commit()
-        self.report.elapsed = time.monotonic() - started
+        counted = self.counters
+        report = FetchReport(self.segment.name, todo, counted.fetched, counted.bytes, counted.by_status,
+                             counted.dropped, counted.skipped, time.monotonic() - started)
         if self.stop.is_set():
             # Entries never fetched stay in the fetchlist: the partition is not done, a rerun resumes it.
-            self.report.stopped = True
-            self.log.info("fetch.stopped", fetched=self.report.fetched, dropped=self.report.dropped)
-            return self.report
+            report.stopped = True
+            self.log.info("fetch.stopped", fetched=report.fetched, dropped=report.dropped)
+            return report
         for partition in self.writers:
             self.segment.mark_partition_fetched(partition)
         if all(self.segment.partition_fetched(p) for p in available):
             for output in FETCH_OUTPUTS:
                 self.segment.mark_done(output)
-        self.log.info("fetch.done", fetched=self.report.fetched, bytes=self.report.bytes,
-                      by_status=self.report.by_status, dropped=self.report.dropped, skipped=self.report.skipped,
-                      errors=dict(self.counters.errors), elapsed_s=round(self.report.elapsed, 3))
-        return self.report
+        self.log.info("fetch.done", fetched=report.fetched, bytes=report.bytes,
+                      by_status=report.by_status, dropped=report.dropped, skipped=report.skipped,
+                      errors=dict(counted.errors), elapsed_s=round(report.elapsed, 3))
+        return report
 
     def _fetchlist(self, partition: int) -> Any:
         return self.segment.fetchlist_part(partition)
-
-    def _queue_state(self) -> tuple[int, int, int, int]:
-        q = self.queues
-        return q.in_flight, q.queued, len(q.hosts), q.waiting_hosts()
 
     async def _read(self, partitions: list[int]) -> None:
         try:
@@ -227,14 +244,14 @@ class Fetcher:
                         if self.stop.is_set():
                             return
                         if entry["url"] in committed:
-                            self.report.skipped += 1
+                            self.counters.skipped += 1
                             continue
                         if self.expired:
                             self._drop(entry, "time_limit")
                             continue
                         await self.queues.put(await self.queue_key.key(entry["host"]), entry)
-                if self.report.skipped:
-                    self.log.info("fetch.skipped_committed", partition=partition, entries=self.report.skipped)
+                if self.counters.skipped:
+                    self.log.info("fetch.skipped_committed", partition=partition, entries=self.counters.skipped)
         finally:
             self.queues.finish_feeding()
 
@@ -249,11 +266,6 @@ class Fetcher:
         self.log.warning("fetch.time_limit", seconds=seconds, queued=self.queues.queued)
         for entry in self.queues.drop_all():
             self._drop(entry, "time_limit")
-
-    def _drop(self, entry: dict[str, Any], reason: str, error_kind: str | None = None) -> None:
-        """Record an entry that will not be fetched (retry later) with its reason."""
-        self.report.dropped[reason] = self.report.dropped.get(reason, 0) + 1
-        self._record(entry, fetch_row(entry, FetchStatus.RETRY, reason=reason), error_kind=error_kind)
 
     async def _work(self, worker: int) -> None:
         while True:
@@ -284,11 +296,11 @@ class Fetcher:
         holder = self.redirects.held_elsewhere(entry)
         if holder is not None:
             # Fetched as a hop by another segment of this daemon; its row there decides the page at updatedb.
-            self.report.skipped += 1
+            self.counters.skipped += 1
             self.log.info("fetch.held_elsewhere", url=url, held_by=holder)
             return
         if not self.redirects.take(entry):
-            self.report.skipped += 1  # its row was written when a redirect reached it
+            self.counters.skipped += 1  # its row was written when a redirect reached it
             return
         try:
             protocol = self.protocol_for(url)
@@ -309,22 +321,24 @@ class Fetcher:
         ticket.started = True
         ready = request_ready.set(partial(self.queues.restamp, hq))  # the start the server sees
         try:
-            response = await protocol.fetch(url, self._conditional_headers(entry))
+            response = await protocol.fetch(url, conditional_headers(entry))
         except FetchError as exc:
             self.counters.errors[exc.kind] = self.counters.errors.get(exc.kind, 0) + 1
             self.log.info("fetch.error", kind=exc.kind, error=str(exc))
             self._record(entry, fetch_row(entry, status_for_error(exc.kind), reason=f"{exc.kind}: {exc}"),
                          error_kind=exc.kind)
             if exc.kind in _HOST_FAILURES:
-                self._host_failed(hq, exc.kind)
+                self.queues.failed(hq, exc.kind)
             return
         finally:
             request_ready.reset(ready)
-        self.queues.adapt(hq, response.elapsed)
         if response.status in _BACKOFF_STATUSES:
-            self._slow_down(hq, response)
+            kind = f"http_{response.status}"
+            self.counters.errors[kind] = self.counters.errors.get(kind, 0) + 1
+            self.queues.adapt(hq, response.elapsed)
+            self.queues.slow_down(hq, kind, retry_after_seconds(response.header("Retry-After")))
         else:
-            hq.failures = 0
+            self.queues.answered(hq, response.elapsed)
         await self._record_response(entry, response, rules)
 
     def _robots_allow(self, hq: HostQueue, entry: dict[str, Any], origin: str, rules: RobotsRules) -> bool:
@@ -343,7 +357,7 @@ class Fetcher:
             self._drop(entry, rules.reason, error_kind=rules.error_kind)
             self.queues.block_origin(hq, origin, rules.reason)
             if rules.retry_after is not None:
-                self._retry_after(hq, rules.retry_after)
+                self.queues.retry_after(hq, rules.retry_after)
             return False
         delay = rules.crawl_delay(self.agent)
         if delay is not None and delay > self.fetcher_cfg.max_crawl_delay:
@@ -357,124 +371,6 @@ class Fetcher:
             self._record(entry, fetch_row(entry, FetchStatus.ROBOTS_DENIED, reason="robots.txt"))
             return False
         return True
-
-    def _host_failed(self, hq: HostQueue, kind: str) -> None:
-        """Repeated failures back a host off, and past the cap drop the rest of its queue."""
-        hq.failures += 1
-        cap = self.fetcher_cfg.max_exceptions_per_queue
-        if cap and hq.failures >= cap:
-            self.log.warning("fetch.queue_dropped", host=hq.key, failures=hq.failures, last=kind)
-            self.queues.block(hq, f"max_exceptions_per_queue ({cap}), last: {kind}")
-            return
-        self.queues.back_off(hq, min(self.fetcher_cfg.max_delay, max(hq.delay, 0.5) * 2 ** (hq.failures - 1)))
-
-    def _slow_down(self, hq: HostQueue, response: Response) -> None:
-        """429/503: wait what Retry-After asks (or back off), or give up on the host if it asks too much."""
-        kind = f"http_{response.status}"
-        self.counters.errors[kind] = self.counters.errors.get(kind, 0) + 1
-        wait = retry_after_seconds(response.header("Retry-After"))
-        if wait is None:
-            self._host_failed(hq, kind)
-        else:
-            self._retry_after(hq, wait)
-
-    def _retry_after(self, hq: HostQueue, wait: float) -> None:
-        """Hold the queue ``wait`` seconds (kept across fetches and restarts); past the cap, drop the rest."""
-        self.queues.back_off(hq, wait)
-        if wait > self.fetcher_cfg.max_crawl_delay:
-            self.log.warning("fetch.retry_after_over_cap", host=hq.key, retry_after=wait)
-            self.queues.block(hq, "retry_after_over_cap")
-        else:
-            self.log.info("fetch.retry_after", host=hq.key, retry_after=wait)
-
-    def _conditional_headers(self, entry: dict[str, Any]) -> dict[str, str]:
-        headers = {}
-        if entry.get("etag"):
-            headers["If-None-Match"] = entry["etag"]
-        modified = entry.get("modified_time")
-        if modified is not None:
-            headers["If-Modified-Since"] = modified.strftime("%a, %d %b %Y %H:%M:%S GMT")
-        return headers
-
-    async def _record_response(self, entry: dict[str, Any], response: Response, rules: RobotsRules) -> None:
-        # Only a 3xx's outcome depends on its Location (a header lookup scans every header).
-        location = response.header("Location") if 300 <= response.status < 400 else None
-        status = status_for_http(response.status, bool(location))
-        redirect = None
-        reason = f"{response.status} {response.reason}".strip()
-        hop = None
-        if status in (FetchStatus.REDIRECT_PERM, FetchStatus.REDIRECT_TEMP):
-            try:
-                redirect = self.redirects.target(location, entry["url"])
-            except InvalidUrl as exc:
-                status, reason = FetchStatus.GONE, f"redirect to an invalid URL: {exc}"
-            else:
-                hop, not_followed = self.redirects.hop(entry, redirect)
-                if hop is None:
-                    reason += f"; not followed: {not_followed}"
-        row = fetch_row(entry, status, reason=reason, response=response, redirect_url=redirect,
-                        digest=self.parse_pool is None)
-        parse_text = parse_data = stored = None
-        if self.parse_pool is not None:
-            stored = await self._to_pool(entry["url"], response, rules, row)
-        elif status == FetchStatus.SUCCESS and self.parsers is not None:
-            try:
-                parse_text, parse_data, parse_status = parse_to_rows(
-                    self.parsers, response.body, entry["url"], response.header("Content-Type"))
-            except CrawlerError as exc:
-                self.log.warning("parse.error", error=str(exc))
-            else:
-                if parse_status == "success" and rules.sitemaps:
-                    # robots.txt Sitemap: lines reach updatedb as outlinks of the host's first parsed page.
-                    add_robots_sitemaps(parse_data, rules.sitemaps)
-                    rules.sitemaps = []
-        self._record(entry, row, response, parse_text, parse_data, stored=stored)
-        if hop is not None:
-            # Pushed before this entry is released, so the dispatcher cannot finish in between.
-            self.queues.push(await self.queue_key.key(hop["host"]), hop)
-
-    async def _to_pool(self, url: str, response: Response, rules: RobotsRules, row: dict[str, Any]) -> int | None:
-        """Hand the page to the parse pool (parsed and digested if a success); the key its writer keeps it
-        under, or None if the pool failed (logged: the page is then archived without parse rows)."""
-        assert self.parse_pool is not None
-        parse = row["status"] == FetchStatus.SUCCESS
-        # Taken now, not once parsed: the host's next page may reach the pool before this one answers.
-        sitemaps, rules.sitemaps = (rules.sitemaps, []) if parse else ([], rules.sitemaps)
-        stored = parse_status = None
-        try:
-            stored, (parse_status, digest, error) = await self.parse_pool.page(
-                url, response, response.header("Content-Type"), parse, sitemaps)
-        except BrokenProcessPool as exc:
-            error, digest = str(exc), body_digest(response.body) if parse else None
-        if error is not None:
-            self.log.warning("parse.error", error=error)
-        row["digest"] = digest
-        if parse_status != "success" and sitemaps:
-            rules.sitemaps = sitemaps + rules.sitemaps  # for the host's next parsed page
-        return stored
-
-
-    def _record(self, entry: dict[str, Any], row: dict[str, Any], response: Response | None = None,
-                parse_text: dict[str, Any] | None = None, parse_data: dict[str, Any] | None = None,
-                error_kind: str | None = None, stored: int | None = None) -> None:
-        row["redirect_source"] = entry.get("redirect_source")
-        row["redirect_hop"] = entry.get("redirect_hop")
-        self.writers[entry["partition"]].add(row, response, parse_text, parse_data, stored)
-        self.report.fetched += 1
-        self.counters.fetched += 1
-        self.report.by_status[row["status"]] = self.report.by_status.get(row["status"], 0) + 1
-        nbytes = len(response.raw_body) if response is not None else 0
-        self.report.bytes += nbytes
-        self.counters.bytes += nbytes
-        if self._observed:
-            self.observer.fetch_done(FetchDone(
-                url=row["url"], host=row["host"], status=row["status"], http_status=row["http_status"],
-                error_kind=error_kind, bytes=nbytes, elapsed=(row["elapsed_ms"] or 0) / 1000,
-            ))
-        if self._debug:
-            self.log.debug("fetch.url", url=row["url"], host=row["host"], status=row["status"],
-                           http_status=row["http_status"], bytes=nbytes, elapsed_ms=row["elapsed_ms"],
-                           reason=row["reason"] or None)
 
 
 async def fetch_segment(cfg: CrawlerConfig, segment: Segment, log: Any, partitions: list[int] | None = None,

@@ -192,24 +192,11 @@ class HttpProtocol:
         except FetchError as exc:
             exc.url = url
             raise
-        except TimeoutError as exc:
-            raise FetchTimeout("timed out", url) from exc
-        except aiohttp.ClientConnectorDNSError as exc:
-            raise DnsError(f"cannot resolve: {exc.os_error}", url) from exc
-        except (aiohttp.ClientSSLError, ssl.SSLError) as exc:  # before ClientConnectorError: a subclass of it
-            raise TlsError(tls.describe(exc), url) from exc
-        except aiohttp.ClientProxyConnectionError as exc:
-            raise ProxyError(f"cannot connect to the proxy: {exc.os_error.strerror or exc.os_error}", url) from exc
-        except aiohttp.ClientHttpProxyError as exc:  # before ClientResponseError: a subclass of it
-            raise ProxyError(f"the proxy answered {exc.status} {exc.message}".rstrip(), url) from exc
-        except (aiohttp_socks.ProxyError, aiohttp_socks.ProxyConnectionError, aiohttp_socks.ProxyTimeoutError) as exc:
-            raise ProxyError(f"socks proxy: {exc}", url) from exc
-        except aiohttp.ClientConnectorError as exc:
-            raise ConnectError(f"cannot connect: {exc.os_error.strerror or exc.os_error}", url) from exc
-        except (aiohttp.ClientPayloadError, aiohttp.ClientResponseError, aiohttp.InvalidURL) as exc:
-            raise ProtocolViolation(f"{exc.__class__.__name__}: {exc}", url) from exc
-        except (aiohttp.ClientError, OSError) as exc:
-            raise ConnectError(f"{exc.__class__.__name__}: {exc}", url) from exc
+        except Exception as exc:
+            error = _fetch_error(exc, url)
+            if error is None:
+                raise
+            raise error from exc
 
     async def aclose(self) -> None:
         await self.session.close()
@@ -217,6 +204,30 @@ class HttpProtocol:
             await session.close()
         # Let the transports close before the loop goes away.
         await asyncio.sleep(0)
+
+
+def _fetch_error(exc: Exception, url: str) -> FetchError | None:
+    """The FetchError a client library's exception stands for; None if none (a bug: raised as it is)."""
+    # In this order: some of these are subclasses of ones further down.
+    if isinstance(exc, TimeoutError):
+        return FetchTimeout("timed out", url)
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return DnsError(f"cannot resolve: {exc.os_error}", url)
+    if isinstance(exc, (aiohttp.ClientSSLError, ssl.SSLError)):  # before ClientConnectorError: a subclass of it
+        return TlsError(tls.describe(exc), url)
+    if isinstance(exc, aiohttp.ClientProxyConnectionError):
+        return ProxyError(f"cannot connect to the proxy: {exc.os_error.strerror or exc.os_error}", url)
+    if isinstance(exc, aiohttp.ClientHttpProxyError):  # before ClientResponseError: a subclass of it
+        return ProxyError(f"the proxy answered {exc.status} {exc.message}".rstrip(), url)
+    if isinstance(exc, (aiohttp_socks.ProxyError, aiohttp_socks.ProxyConnectionError, aiohttp_socks.ProxyTimeoutError)):
+        return ProxyError(f"socks proxy: {exc}", url)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return ConnectError(f"cannot connect: {exc.os_error.strerror or exc.os_error}", url)
+    if isinstance(exc, (aiohttp.ClientPayloadError, aiohttp.ClientResponseError, aiohttp.InvalidURL)):
+        return ProtocolViolation(f"{exc.__class__.__name__}: {exc}", url)
+    if isinstance(exc, (aiohttp.ClientError, OSError)):
+        return ConnectError(f"{exc.__class__.__name__}: {exc}", url)
+    return None
 
 
 def _is_ip(host: str) -> bool:

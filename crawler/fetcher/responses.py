@@ -1,0 +1,64 @@
+"""What a fetched response becomes: its fetch status, its row, its parse, and the redirect hop it leads to.
+
+A 3xx with a Location is followed one hop at a time (crawler/fetcher/redirects.py):
+the hop is a new entry, pushed into its host's queue before the response's own
+entry is released, so the dispatcher cannot finish in between.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from crawler.fetcher.hostqueue import FetchQueues
+from crawler.fetcher.outcome import status_for_http
+from crawler.fetcher.parsepool import ParsePool
+from crawler.fetcher.parsing import parse_here, parse_in_pool
+from crawler.fetcher.queuekey import QueueKey
+from crawler.fetcher.records import fetch_row
+from crawler.fetcher.redirects import RedirectPolicy
+from crawler.fetcher.robots import RobotsRules
+from crawler.models import FetchStatus
+from crawler.parsers.dispatch import ParserDispatch
+from crawler.protocols.base import Response
+from crawler.urls.normalize import InvalidUrl
+
+
+class Responses:
+    def __init__(self, redirects: RedirectPolicy, parse_pool: ParsePool | None, parsers: ParserDispatch | None,
+                 record: Callable[..., None], queues: FetchQueues, queue_key: QueueKey, log: Any) -> None:
+        self.redirects = redirects
+        self.parse_pool = parse_pool  # parse in its processes, or
+        self.parsers = parsers  # in this one (None if neither: fetcher.parse is off)
+        self.record = record
+        self.queues = queues
+        self.queue_key = queue_key
+        self.log = log
+
+    async def record_response(self, entry: dict[str, Any], response: Response, rules: RobotsRules) -> None:
+        # Only a 3xx's outcome depends on its Location (a header lookup scans every header).
+        location = response.header("Location") if 300 <= response.status < 400 else None
+        status = status_for_http(response.status, bool(location))
+        redirect = None
+        reason = f"{response.status} {response.reason}".strip()
+        hop = None
+        if status in (FetchStatus.REDIRECT_PERM, FetchStatus.REDIRECT_TEMP):
+            try:
+                redirect = self.redirects.target(location, entry["url"])
+            except InvalidUrl as exc:
+                status, reason = FetchStatus.GONE, f"redirect to an invalid URL: {exc}"
+            else:
+                hop, not_followed = self.redirects.hop(entry, redirect)
+                if hop is None:
+                    reason += f"; not followed: {not_followed}"
+        row = fetch_row(entry, status, reason=reason, response=response, redirect_url=redirect,
+                        digest=self.parse_pool is None)
+        parse_text = parse_data = stored = None
+        if self.parse_pool is not None:
+            stored = await parse_in_pool(self.parse_pool, entry["url"], response, rules, row, self.log)
+        elif status == FetchStatus.SUCCESS and self.parsers is not None:
+            parse_text, parse_data = parse_here(self.parsers, entry["url"], response, rules, self.log)
+        self.record(entry, row, response, parse_text, parse_data, stored=stored)
+        if hop is not None:
+            # Pushed before this entry is released, so the dispatcher cannot finish in between.
+            self.queues.push(await self.queue_key.key(hop["host"]), hop)
