@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from crawler.config import FetcherConfig
 from crawler.fetcher.hostqueue import FetchQueues
 
@@ -164,3 +166,49 @@ class TestBlockingAndDelays:
         assert sorted(e for hq, e in held if hq.key == "one") == [0, 1, 2]
         assert queues.hosts["one"].in_flight == 3
         dispatcher.cancel()
+
+
+class TestFailures:
+    @pytest.mark.parametrize(("failures", "next_allowed", "blocked"), [
+        (1, 1.0, False),  # max(delay, 0.5) * 2 ** 0, the delay being 1
+        (2, 2.0, False),
+        (3, 4.0, False),
+        (4, 4.0, True),  # max_exceptions_per_queue reached: the rest of the queue is dropped
+    ])
+    async def test_failures_in_a_row_back_off_then_block(self, failures, next_allowed, blocked):
+        """Each failure in a row doubles the back-off (capped by max_delay); the cap'th blocks the queue."""
+        dropped = []
+        cfg = FetcherConfig(min_delay=1, max_delay=30, max_exceptions_per_queue=4)
+        queues = FetchQueues(cfg, workers=1, clock=FakeClock(), on_drop=lambda e, r: dropped.append(r))
+        await queues.put("h", "waiting")
+        hq = queues.hosts["h"]
+        for _ in range(failures):
+            queues.failed(hq, "connect")
+        assert hq.next_allowed == next_allowed
+        assert ("h" in queues.blocked) == blocked
+        assert dropped == (["max_exceptions_per_queue (4), last: connect"] if blocked else [])
+
+    async def test_an_answer_ends_the_run_of_failures(self):
+        """After an answer the next failure backs off as a first one again."""
+        queues = FetchQueues(FetcherConfig(min_delay=1, max_exceptions_per_queue=2), workers=1, clock=FakeClock())
+        await queues.put("h", "e")
+        hq = queues.hosts["h"]
+        queues.failed(hq, "timeout")
+        queues.answered(hq, 0.1)
+        queues.failed(hq, "timeout")
+        assert "h" not in queues.blocked
+
+    @pytest.mark.parametrize(("wait", "next_allowed", "blocked"), [
+        (None, 1.0, False),  # no Retry-After: backed off as a failure
+        (20.0, 20.0, False),  # held what it asks
+        (200.0, 200.0, True),  # more than max_crawl_delay: the rest of the queue is dropped
+    ])
+    async def test_slow_down_waits_what_retry_after_asks_up_to_the_cap(self, wait, next_allowed, blocked):
+        dropped = []
+        cfg = FetcherConfig(min_delay=1, max_crawl_delay=60)
+        queues = FetchQueues(cfg, workers=1, clock=FakeClock(), on_drop=lambda e, r: dropped.append(r))
+        await queues.put("h", "waiting")
+        hq = queues.hosts["h"]
+        queues.slow_down(hq, "http_429", wait)
+        assert hq.next_allowed == next_allowed
+        assert dropped == (["retry_after_over_cap"] if blocked else [])

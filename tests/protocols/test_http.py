@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import gzip
+import ssl
 
+import aiohttp
 import pytest
 from aiohttp import web
 
 from crawler.config import load_config
 from crawler.errors import BlockedAddress, ConnectError, DnsError
-from crawler.protocols.http import HttpProtocol
+from crawler.protocols.http import HttpProtocol, _fetch_error
 from tests.conftest import serve_app
 
 
@@ -83,3 +85,24 @@ class TestResponses:
         """Nothing listening on the port gives a ConnectError, not a crash."""
         with pytest.raises(ConnectError):
             await _fetch("http://127.0.0.1:1/", "http.allow_private_networks=true")
+
+
+def _ssl_error(reason: str) -> ssl.SSLError:
+    error = ssl.SSLError(1, reason)
+    error.reason = reason  # what OpenSSL sets on a real one
+    return error
+
+
+@pytest.mark.parametrize(("raised", "kind", "message"), [
+    (TimeoutError(), "timeout", "timed out"),
+    (_ssl_error("WRONG_VERSION_NUMBER"), "tls", "TLS error: WRONG_VERSION_NUMBER"),  # an OSError: tls first
+    (aiohttp.ClientPayloadError("cut short"), "protocol", "ClientPayloadError: cut short"),
+    (aiohttp.ServerDisconnectedError(), "connect", "ServerDisconnectedError: Server disconnected"),
+    (ConnectionResetError("reset"), "connect", "ConnectionResetError: reset"),
+    (ValueError("a bug"), None, None),  # not a fetch failure: raised as it is (no FetchError)
+])
+def test_client_exceptions_map_to_fetch_error_kinds(raised, kind, message):
+    """Each client library exception becomes its FetchError kind, the more specific ones first."""
+    error = _fetch_error(raised, "http://a.test/")
+    found = (error.kind, str(error)) if error is not None else (None, None)
+    assert found == (kind, message)
