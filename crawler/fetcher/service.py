@@ -52,26 +52,6 @@ _HOST_FAILURES = ("dns", "connect", "timeout", "tls")
 _BACKOFF_STATUSES = (429, 503)
 
 
-@dataclass(slots=True)
-class _Ticket:
-    started: bool = False  # the entry's request went out (a start of its queue)
-
-
-@dataclass(slots=True)
-class FetchReport:
-    """What a fetch did, from its ``Counters`` when it ended."""
-
-    segment: str
-    partitions: list[int]
-    fetched: int = 0
-    bytes: int = 0
-    by_status: dict[str, int] = field(default_factory=dict)
-    dropped: dict[str, int] = field(default_factory=dict)  # reason -> entries recorded without a fetch
-    skipped: int = 0  # entries already recorded: committed by a cut-off run, or reached by a redirect
-    elapsed: float = 0.0
-    stopped: bool = False
-
-
 class Given(TypedDict, total=False):
     """What a fetch can be handed instead of making its own (each may be left out, or None)."""
 
@@ -90,6 +70,26 @@ def conditional_headers(entry: dict[str, Any]) -> dict[str, str]:
     if modified is not None:
         headers["If-Modified-Since"] = modified.strftime("%a, %d %b %Y %H:%M:%S GMT")
     return headers
+
+
+@dataclass(slots=True)
+class _Ticket:
+    started: bool = False  # the entry's request went out (a start of its queue)
+
+
+@dataclass(slots=True)
+class FetchReport:
+    """What a fetch did, from its ``Counters`` when it ended."""
+
+    segment: str
+    partitions: list[int]
+    fetched: int = 0
+    bytes: int = 0
+    by_status: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)  # reason -> entries recorded without a fetch
+    skipped: int = 0  # entries already recorded: committed by a cut-off run, or reached by a redirect
+    elapsed: float = 0.0
+    stopped: bool = False
 
 
 class Fetcher:
@@ -121,6 +121,7 @@ class Fetcher:
         self.queue_key = queue_key_for(cfg)
         self.writers: dict[int, PartitionWriter] = {}
         self.counters = Counters()
+        self.report = FetchReport(self.segment.name, [])  # made from the counters when the run ends
         recorder = Recorder(self.writers, self.counters, self.observer, self.log)
         self._record, self._drop = recorder.record, recorder.drop  # per entry: bound once
         # A fetch of its own keeps its politeness in the crawl directory, so the next round, fetch or
@@ -214,22 +215,22 @@ class Fetcher:
         for writer in self.writers.values():
             await writer.commit()
         counted = self.counters
-        report = FetchReport(self.segment.name, todo, counted.fetched, counted.bytes, counted.by_status,
-                             counted.dropped, counted.skipped, time.monotonic() - started)
+        self.report = FetchReport(self.segment.name, todo, counted.fetched, counted.bytes, counted.by_status,
+                                  counted.dropped, counted.skipped, elapsed=time.monotonic() - started)
         if self.stop.is_set():
             # Entries never fetched stay in the fetchlist: the partition is not done, a rerun resumes it.
-            report.stopped = True
-            self.log.info("fetch.stopped", fetched=report.fetched, dropped=report.dropped)
-            return report
+            self.report.stopped = True
+            self.log.info("fetch.stopped", fetched=self.report.fetched, dropped=self.report.dropped)
+            return self.report
         for partition in self.writers:
             self.segment.mark_partition_fetched(partition)
         if all(self.segment.partition_fetched(p) for p in available):
             for output in FETCH_OUTPUTS:
                 self.segment.mark_done(output)
-        self.log.info("fetch.done", fetched=report.fetched, bytes=report.bytes,
-                      by_status=report.by_status, dropped=report.dropped, skipped=report.skipped,
-                      errors=dict(counted.errors), elapsed_s=round(report.elapsed, 3))
-        return report
+        self.log.info("fetch.done", fetched=self.report.fetched, bytes=self.report.bytes,
+                      by_status=self.report.by_status, dropped=self.report.dropped, skipped=self.report.skipped,
+                      errors=dict(self.counters.errors), elapsed_s=round(self.report.elapsed, 3))
+        return self.report
 
     def _fetchlist(self, partition: int) -> Any:
         return self.segment.fetchlist_part(partition)
