@@ -259,11 +259,12 @@ class PartitionWriter:
     """Buffers one partition's records and commits them as numbered parts."""
 
     def __init__(self, segment: Segment, partition: int, commit_records: int, commit_interval: float,
-                 offload: Offload | None = None) -> None:
+                 offload: Offload | None = None, commit_bytes: int = 32 << 20) -> None:
         self.segment = segment
         self.offload = offload
         self.partition = partition
         self.commit_records = commit_records
+        self.commit_bytes = commit_bytes
         self.commit_interval = commit_interval
         self.seq = self._first_free_seq()
         self.pending = _Pending()
@@ -296,24 +297,34 @@ class PartitionWriter:
             self.pending.bytes += len(response.raw_body)
         if parse_text is not None:
             self.pending.parse_text.append(parse_text)
+            # A page's text is held beside its body until the commit (as str, up to 4 bytes a character
+            # for non-Latin-1 text; its length is the usual case's size).
+            self.pending.bytes += len(parse_text.get("text") or "")
         if parse_data is not None:
             self.pending.parse_data.append(parse_data)
 
     def due(self) -> bool:
         return (
             len(self.pending.fetcher) >= self.commit_records
-            or self.pending.bytes >= 64 * 1024 * 1024
+            or self.pending.bytes >= self.commit_bytes
             or (self.pending.fetcher and time.monotonic() - self.last_commit >= self.commit_interval)
         )
 
     async def commit_if_due(self) -> None:
         """Commit if due, unless a commit is being written: the workers that find one due meanwhile
         would each write a tiny part behind it (dozens per round, each with its fsyncs)."""
-        if not self._lock.locked() and self.due():
-            await self.commit()
+        if not self._lock.locked():
+            if self.due():
+                await self.commit()
+        elif self.pending.bytes >= self.commit_bytes:
+            # Over the size bound while a part is written: wait for it rather than buffer on (the bound
+            # is what keeps memory flat), then commit unless another waiting worker already did.
+            await self.commit(only_if_due=True)
 
-    async def commit(self) -> None:
+    async def commit(self, only_if_due: bool = False) -> None:
         async with self._lock:
+            if only_if_due and not self.due():
+                return
             batch, self.pending = self.pending, _Pending()
             self.last_commit = time.monotonic()
             if not batch.fetcher:

@@ -1,0 +1,61 @@
+"""fetcher.commit_bytes: a part is committed once the buffered bodies and page text reach the limit,
+whatever commit_records says, so the pages held in memory are bounded by size, not by count."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pyarrow.parquet as pq
+import pytest
+import structlog
+
+from crawler.fetcher.parsepool import ParsePool
+from crawler.fetcher.records import fetch_row
+from crawler.fetcher.service import fetch_segment
+from crawler.models import FetchStatus
+from crawler.protocols.base import Response
+from crawler.segments.writer import PartitionWriter
+from tests.fetcher.conftest import make_cfg, make_segment, page, read_rows
+
+# ~20 kB of body and ~10 kB of text a page.
+BODY = "<html><body>" + "".join(f"<p>word{i} " * 50 + "</p><!-- " + "x" * 200 + " -->" for i in range(20)) + "</body></html>"
+
+
+@pytest.mark.parametrize("processes", [0, 1])
+async def test_parts_are_cut_by_buffered_bytes(tmp_path, servers, processes):
+    site = await servers("127.0.0.1", {f"/p{n}": page(BODY) for n in range(12)})
+    urls = [site.url(f"/p{n}") for n in range(12)]
+    # Three pages' body and text are ~90 kB: a part every three or four pages, never one for all twelve.
+    cfg = make_cfg(tmp_path, "fetcher.commit_records=1000", "fetcher.commit_bytes=80KB",
+                   f"fetcher.parse_processes={processes}", "fetcher.per_host_concurrency=1")
+    seg = make_segment(tmp_path, urls)
+    with ParsePool(cfg, processes) if processes else contextlib.nullcontext() as pool:
+        report = await fetch_segment(cfg, seg, structlog.get_logger(), parse_pool=pool)
+    assert not report.stopped
+    parts = seg.parts("fetcher")
+    sizes = [pq.read_metadata(p).num_rows for p in parts]
+    # commit_records alone would make one part; the pages fetched while a part is written join the next.
+    assert sum(sizes) == 12 and len(parts) >= 2, sizes
+    assert sorted(r["url"] for r in read_rows(seg, "parse_text")) == sorted(urls)
+
+
+async def test_a_part_holds_what_reaches_the_bound(tmp_path):
+    """Added one at a time, 20 kB bodies with 10 kB of text make a part every two pages under a 50 kB bound."""
+    seg = make_segment(tmp_path, [f"http://127.0.0.1/p{n}" for n in range(9)])
+    writer = PartitionWriter(seg, 0, commit_records=1000, commit_interval=600, commit_bytes=50_000)
+    for n in range(9):
+        entry = {"url": f"http://127.0.0.1/p{n}", "host": "127.0.0.1", "partition": 0, "score": 1.0,
+                 "db_status": "unfetched", "retries": 0}
+        response = Response(entry["url"], 200, "OK", [("Content-Type", "text/html")], b"x" * 20_000, b"x" * 20_000)
+        writer.add(fetch_row(entry, FetchStatus.SUCCESS, reason="200 OK", response=response), response,
+                   parse_text={"url": entry["url"], "text": "y" * 10_000})
+        await writer.commit_if_due()
+    await writer.commit()
+    assert [pq.read_metadata(p).num_rows for p in seg.parts("fetcher")] == [2, 2, 2, 2, 1]
+
+
+def test_commit_bytes_is_a_size(tmp_path):
+    assert make_cfg(tmp_path).fetcher.commit_bytes == 32 * 1024 * 1024
+    assert make_cfg(tmp_path, "fetcher.commit_bytes=1MiB").fetcher.commit_bytes == 1024 * 1024
+    with pytest.raises(Exception, match="commit_bytes"):
+        make_cfg(tmp_path, "fetcher.commit_bytes=0")
