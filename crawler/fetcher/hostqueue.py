@@ -126,10 +126,21 @@ class _Dispatcher:
 
     def release(self, hq: HostQueue, started: bool = True) -> None:
         """A worker finished an entry of ``hq`` (``started``: its request went out); it is idle again."""
-        hq.in_flight -= 1
+        self.release_queue(hq, started)
+        self.release_worker()
+
+    def release_worker(self) -> None:
+        """The worker that had an entry is idle again (its queue was released before, or is now)."""
         self.in_flight -= 1
-        self.politeness.ended(hq.state, started)
         self.politeness.slots.release()
+        self._idle.release()
+        self._changed.set()
+
+    def release_queue(self, hq: HostQueue, started: bool = True) -> None:
+        """The entry's request is over (``started``: it went out): the queue may start its next one while
+        the worker still parses and records this one. Its work still counts until ``release_worker``."""
+        hq.in_flight -= 1
+        self.politeness.ended(hq.state, started)
         if hq.entries:
             self._schedule(hq, hq.next_allowed)
         elif hq.in_flight == 0:
@@ -138,7 +149,6 @@ class _Dispatcher:
             else:
                 # Remember the host until its delay has passed, then forget it (bounded memory).
                 self._schedule(hq, hq.next_allowed)
-        self._idle.release()
         self._changed.set()
 
     def _forget(self, hq: HostQueue) -> None:

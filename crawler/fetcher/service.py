@@ -75,6 +75,7 @@ def conditional_headers(entry: dict[str, Any]) -> dict[str, str]:
 @dataclass(slots=True)
 class _Ticket:
     started: bool = False  # the entry's request went out (a start of its queue)
+    released: bool = False  # its queue was released when the response was in, before parsing
 
 
 @dataclass(slots=True)
@@ -169,6 +170,7 @@ class Fetcher:
             self.writers[partition] = PartitionWriter(
                 self.segment, partition, self.fetcher_cfg.commit_records, self.fetcher_cfg.commit_interval,
                 offload=self.parse_pool.offload if self.parse_pool is not None else None,
+                commit_bytes=self.fetcher_cfg.commit_bytes,
             )
         return available, todo
 
@@ -286,7 +288,10 @@ class Fetcher:
             finally:
                 structlog.contextvars.reset_contextvars(**tokens)
                 self.counters.in_flight.pop(worker, None)
-                self.queues.release(hq, ticket.started)
+                if ticket.released:
+                    self.queues.release_worker()
+                else:
+                    self.queues.release(hq, ticket.started)
             await self.writers[entry["partition"]].commit_if_due()
 
     async def _process(self, hq: HostQueue, entry: dict[str, Any], ticket: _Ticket) -> None:
@@ -340,7 +345,12 @@ class Fetcher:
             self.queues.slow_down(hq, kind, retry_after_seconds(response.header("Retry-After")))
         else:
             self.queues.answered(hq, response.elapsed)
-        await self._record_response(entry, response, rules)
+        def request_over() -> None:
+            # The server is done with this request: the host's next one need not wait for the parse.
+            ticket.released = True
+            self.queues.release_queue(hq, True)
+
+        await self._record_response(entry, response, rules, request_over)
 
     def _robots_allow(self, hq: HostQueue, entry: dict[str, Any], origin: str, rules: RobotsRules) -> bool:
         """Apply the entry's origin's robots.txt to it and to its queue; False if it is not to be fetched.
