@@ -16,8 +16,8 @@ from typing import Any, NoReturn
 from crawler.config import CrawlerConfig, load_config
 from crawler.errors import CrawlerError, UsageError
 from crawler.log import configure_logging
-from crawler.storage.access import Access
-from crawler.storage.session import staged
+from crawler.storage.access import ACCESS
+from crawler.storage.workspace import open_workspace
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,27 +31,6 @@ def _common(parser: argparse.ArgumentParser, dest_suffix: str) -> None:
                         help="config file (default ./config.yaml if present)")
     parser.add_argument("-D", dest=f"defines{dest_suffix}", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key, e.g. -D fetcher.concurrency=64")
-
-
-# What each command reads and writes below crawl_dir; a remote (s3://) crawl_dir pulls and publishes exactly that.
-ACCESS: dict[str, Access] = {
-    "inject": Access(writes=("webdb",), engine_io=True),
-    "generate": Access(reads=("webdb",), segments="unmerged", writes_segments=True, engine_io=True),
-    "fetch": Access(segments="args", segment_args=("segment",), writes_segments=True, partitions="partition",
-                    partitions_on_executors="spark"),
-    "parse": Access(segments="args", segment_args=("segment",), writes_segments=True),
-    "updatedb": Access(writes=("webdb",), segments="args", segment_args=("segments",), engine_io=True),
-    "invertlinks": Access(writes=("linkdb",), segments="args", segment_args=("segments",), engine_io=True),
-    "updatesegs": Access(reads=("webdb", "linkdb"), segments="args", segment_args=("segments",),
-                         writes_segments=True, engine_io=True),
-    "dedup": Access(writes=("webdb",), engine_io=True),
-    "crawl": Access(writes=("webdb", "linkdb"), segments="unmerged", writes_segments=True),
-    "daemon": Access(writes=("webdb", "linkdb"), segments="unmerged", writes_segments=True,
-                     files=("daemon-state.json",)),
-    "readdb": Access(reads=("webdb",)),
-    "readseg": Access(reads=("webdb",), segments="args_or_all", segment_args=("dump", "get")),
-    "readlinkdb": Access(reads=("linkdb",)),
-}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,9 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", default=None)
     p.add_argument("--rounds", type=int, required=True)
     p.add_argument("--top-n", type=int, default=None)
-    p.set_defaults(steps_staged=True)  # with Spark jobs over a bucket, each step stages as its own command
-    p = add("daemon", "daemon:cmd_daemon", "run the crawl cycle as a long-running service")
-    p.set_defaults(steps_staged=True)  # as crawl: with Spark jobs over a bucket, each step stages by itself
+    add("daemon", "daemon:cmd_daemon", "run the crawl cycle as a long-running service")
 
     p = add("readdb", "inspect:cmd_readdb", "read the crawl database")
     mode = p.add_mutually_exclusive_group(required=True)
@@ -151,8 +128,9 @@ def _main(argv: Sequence[str] | None) -> int:
         args = build_parser().parse_args(argv)
         cfg = _load(args)
         configure_logging(cfg.log)
-        with staged(cfg, args, args.access) as run_cfg:
-            return _resolve(args.handler)(run_cfg, args)
+        # A remote crawl_dir stages what the command reads and writes (ACCESS); a local one runs as it is.
+        with open_workspace(cfg).command(cfg, args, args.access) as run:
+            return _resolve(args.handler)(run.cfg, run.args)
     except CrawlerError as exc:
         print(f"crawler: {exc}", file=sys.stderr)
         return exc.exit_code

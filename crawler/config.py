@@ -26,8 +26,8 @@ from pydantic import (
     field_validator,
 )
 
+from crawler.crawldir import check_crawl_dir, local_crawl_path
 from crawler.errors import ConfigError
-from crawler.storage.location import check_crawl_dir, local_crawl_path
 from crawler.units import parse_duration, parse_size
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
@@ -340,7 +340,7 @@ class CrawlerConfig(Section):
 
     @property
     def crawl_path(self) -> Path:
-        # A remote crawl_dir is worked in its local staging copy (crawler.storage.session pulls and publishes it).
+        # A remote crawl_dir is worked in its local staging copy (crawler/storage/ pulls and publishes it).
         return local_crawl_path(self.crawl_dir, self.storage.staging_dir)
 
 

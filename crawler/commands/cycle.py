@@ -17,15 +17,10 @@ from crawler.jobs.inject import inject
 from crawler.jobs.invertlinks import invertlinks, unlinked_segments
 from crawler.jobs.updatedb import updatedb
 from crawler.log import get_logger
-from crawler.segments.layout import Segment, list_segments, open_segment
-from crawler.storage.access import Access
-from crawler.storage.session import publish_round, staged_by_step
-from crawler.storage.steps import STATE, as_command
-from crawler.webdb.store import VersionedStore
-
-
-def segments_dir(cfg: CrawlerConfig) -> Path:
-    return cfg.crawl_path / "segments"
+from crawler.segments.layout import Segment, open_segment
+from crawler.segments.listing import segments_dir, unfinished_segments
+from crawler.storage.access import STATE
+from crawler.storage.workspace import FetchArgs, GenerateArgs, NoArgs, SegmentsArgs, Workspace, open_workspace
 
 
 def cmd_inject(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
@@ -70,13 +65,6 @@ def cmd_updatedb(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
     return 0
 
 
-def unfinished_segments(cfg: CrawlerConfig) -> list[Segment]:
-    """Segments generated but not yet merged into the live webdb, oldest first."""
-    version = VersionedStore(cfg.crawl_path / "webdb").current()
-    merged = set(version.merged_segments) if version else set()
-    return [s for s in list_segments(segments_dir(cfg)) if s.is_done("fetchlist") and s.name not in merged]
-
-
 def cmd_crawl(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
     log = get_logger(command="crawl")
     if args.rounds < 0:
@@ -87,77 +75,48 @@ def cmd_crawl(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
 
 
 class _Steps:
-    """The steps of a crawl round, all in the one tree crawl runs in (a local crawl_dir, or the command's staging copy)."""
+    """The steps of a crawl round, each where the workspace runs it.
+
+    A local crawl_dir, or a bucket staged for the whole command, runs them all in the one tree crawl runs in;
+    with Spark jobs over a bucket each step is staged as its own command (crawler/storage/workspace.py), so the
+    bucket holds every finished step and a kill loses only the one in progress.
+    """
 
     def __init__(self, cfg: CrawlerConfig, log: Any, pool: ParsePool | None) -> None:
         self.cfg, self.log, self.pool = cfg, log, pool
+        self.workspace: Workspace = open_workspace(cfg)
         # Each round's fetch has its own event loop and connections; the robots.txt answers it settled
         # carry over, so a host's robots.txt is asked once per robots.cache_ttl, not once per round.
         self.robots: Remembered = {}
 
     def inject(self, seeds: Path) -> None:
-        inject(self.cfg, seeds, self.log)
+        with self.workspace.step(self.cfg, "inject", NoArgs()) as run:
+            inject(run.cfg, seeds, self.log)
 
     def pending(self) -> tuple[list[tuple[str, str]], list[str]]:
         """(name, state) of the segments generated but not merged, and the names merged but not inverted."""
-        return _pending(self.cfg)
+        with self.workspace.step(self.cfg, STATE, NoArgs()) as run:
+            return _pending(run.cfg)
 
     def generate(self, top_n: int | None) -> str | None:
-        segment = _generate(self.cfg, top_n, None)
+        with self.workspace.step(self.cfg, "generate", GenerateArgs(top_n=top_n)) as run:
+            segment = _generate(run.cfg, run.args.top_n, run.args.partitions)
         return segment.name if segment else None
 
     def fetch(self, name: str) -> None:
-        _fetch(self.cfg, open_segment(segments_dir(self.cfg) / name), parse_pool=self.pool, robots_memory=self.robots)
+        with self.workspace.step(self.cfg, "fetch", FetchArgs(name)) as run:  # staged: the partitions it leased
+            _fetch(run.cfg, open_segment(segments_dir(run.cfg) / name), run.args.partition, self.pool, self.robots)
 
     def updatedb(self, name: str) -> None:
-        _updatedb_fetched(self.cfg, open_segment(segments_dir(self.cfg) / name), self.log)
+        with self.workspace.step(self.cfg, "updatedb", SegmentsArgs([name])) as run:
+            _updatedb_fetched(run.cfg, open_segment(segments_dir(run.cfg) / name), self.log)
 
     def invertlinks(self, names: list[str]) -> None:
-        invertlinks(self.cfg, [open_segment(segments_dir(self.cfg) / n) for n in names], self.log)
+        with self.workspace.step(self.cfg, "invertlinks", SegmentsArgs(names)) as run:
+            invertlinks(run.cfg, [open_segment(segments_dir(run.cfg) / n) for n in names], self.log)
 
     def end_round(self) -> None:
-        publish_round(self.cfg)  # a remote crawl_dir gets each round as it completes
-
-
-class _StagedSteps(_Steps):
-    """Spark jobs over a bucket: each step runs as its own command does, under ``staged`` with its ACCESS entry.
-
-    The jobs then go by reference (the executors read and write the bucket, so any spark.master works) while the
-    fetch reads real files in the ordinary staging copy; no one tree could serve both. Each step leases, pulls
-    and publishes for itself, so the bucket holds every finished step and a kill loses only the one in progress.
-    """
-
-    def _as(self, command: str | Access, **values: Any) -> contextlib.AbstractContextManager[
-            tuple[CrawlerConfig, argparse.Namespace]]:
-        return as_command(self.cfg, command, **values)
-
-    def inject(self, seeds: Path) -> None:
-        with self._as("inject") as (cfg, _):
-            inject(cfg, seeds, self.log)
-
-    def pending(self) -> tuple[list[tuple[str, str]], list[str]]:
-        with self._as(STATE) as (cfg, _):
-            return _pending(cfg)
-
-    def generate(self, top_n: int | None) -> str | None:
-        with self._as("generate", top_n=top_n, partitions=None) as (cfg, args):
-            segment = _generate(cfg, args.top_n, args.partitions)
-        return segment.name if segment else None
-
-    def fetch(self, name: str) -> None:
-        with self._as("fetch", segment=name, partition=None, spark=False) as (cfg, args):
-            _fetch(cfg, open_segment(args.segment), args.partition, self.pool, self.robots)  # the partitions it leased
-
-    def updatedb(self, name: str) -> None:
-        with self._as("updatedb", segments=[name]) as (cfg, args):
-            _updatedb_fetched(cfg, open_segment(args.segments[0]), self.log)
-
-    def invertlinks(self, names: list[str]) -> None:
-        with self._as("invertlinks", segments=names) as (cfg, args):
-            invertlinks(cfg, [open_segment(s) for s in args.segments], self.log)
-
-    def end_round(self) -> None:
-        pass  # every step has published
+        self.workspace.end_round(self.cfg)
 
 
 def _pending(cfg: CrawlerConfig) -> tuple[list[tuple[str, str]], list[str]]:
@@ -172,7 +131,7 @@ def _updatedb_fetched(cfg: CrawlerConfig, segment: Segment, log: Any) -> None:
 
 
 def _crawl(cfg: CrawlerConfig, args: argparse.Namespace, log: Any, pool: ParsePool | None) -> int:
-    steps = (_StagedSteps if staged_by_step(cfg) else _Steps)(cfg, log, pool)
+    steps = _Steps(cfg, log, pool)
     if args.seeds:
         steps.inject(Path(args.seeds))
     # A crash leaves segments generated, half fetched, or merged into the webdb but not into the

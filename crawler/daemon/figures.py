@@ -1,8 +1,8 @@
-"""The webdb figures a cycle reports (``/metrics`` gauges, ``cycle.done``), read through the job engine.
+"""The webdb figures a cycle reports (``/metrics`` gauges, ``cycle.done``): its version, URLs, URLs per status.
 
-With Spark jobs over a bucket the webdb's parts stay in the bucket, where only
-the engine's executors read them (the daemon's steps see references), so the
-figures cannot come from readdb's ``db_stats``, which reads local files with DuckDB.
+Counted by DuckDB on the parts, as readdb's ``db_stats`` would; in a reference
+tree (Spark jobs over a bucket) the webdb's parts stay in the bucket, where only
+the job engine's executors read them, so the engine counts them there.
 """
 
 from __future__ import annotations
@@ -10,15 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 from crawler.config import CrawlerConfig
-from crawler.jobs.engine import open_engine
+from crawler.jobs.engine import DuckEngine, open_engine
 from crawler.models import PAGES, DbStatus
+from crawler.storage.references import is_reference_tree
 from crawler.webdb.store import VersionedStore
 
 
 def webdb_figures(cfg: CrawlerConfig) -> dict[str, Any]:
     """The live version's number, its URL count and its count per status (every status, zeros too)."""
     version = VersionedStore(cfg.crawl_path / "webdb").require_current()
-    con = open_engine(cfg)
+    # A Spark engine on local parts would cost a job (seconds on a cluster) for what DuckDB counts in milliseconds.
+    con = open_engine(cfg) if is_reference_tree(cfg.crawl_path) else DuckEngine(cfg.jobs)
     try:
         pages = con.source(sorted((version.path / "pages").glob("*.parquet")), PAGES)
         counts = {str(status): int(n) for status, n in con.rows(f"SELECT status, count(*) FROM {pages} GROUP BY status")}

@@ -11,7 +11,7 @@ partition order, so the sort order and the atomic publish hold as with DuckDB.
 The temporary folder must be on storage the executors and the driver share
 (local disk in local mode; a shared mount on a cluster, see docs/scale-out.md).
 Over an ``s3://`` crawl_dir's reference tree there is no shared folder: the
-executors read and write the bucket (``spark_bucket.py``) and the driver keeps
+executors read and write the bucket (crawler/storage/bucket_io.py) and the driver keeps
 references, so the same jobs run on a cluster that shares nothing but the bucket.
 """
 
@@ -37,9 +37,9 @@ from sqlglot.errors import SqlglotError
 
 from crawler.fsutil import TEMP_PREFIX, publish, remove_tree
 from crawler.jobs.engine import part_batches
-from crawler.jobs.spark_bucket import BucketAccess, BucketIO
 from crawler.jobs.spark_sql import to_spark
 from crawler.segments.layout import part_name
+from crawler.storage.bucket_io import BucketAccess, BucketIO
 from crawler.storage.references import write_reference
 
 _lock = threading.Lock()
@@ -161,7 +161,7 @@ class SparkEngine:
     def __init__(self, cfg: Any) -> None:
         self.spark = spark_session(cfg).newSession()
         self._cached: list[DataFrame] = []
-        # Over an s3:// crawl_dir's reference tree the executors read and write the bucket (spark_bucket.py).
+        # Over an s3:// crawl_dir's reference tree the executors read and write the bucket (storage/bucket_io.py).
         self.bucket = BucketIO.for_config(cfg)
 
     def source(self, files: list[Path] | list[str], schema: pa.Schema) -> str:
@@ -195,7 +195,8 @@ class SparkEngine:
     def batches(self, file: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
         """``columns`` of one part, in batches, read by the driver (from the bucket in a reference tree)."""
         if self.bucket is not None:
-            yield from self.bucket.batches(file, columns)
+            with self.bucket.open(file) as handle:
+                yield from part_batches(handle, columns)
         else:
             yield from part_batches(file, columns)
 

@@ -7,7 +7,7 @@ ordinary staging copy: metadata (``CURRENT``, ``meta.json``, markers) arrives
 as usual, but every ``*.parquet`` object becomes a small file naming its key.
 The jobs glob, count, hard-link and rename those files exactly as they would
 real parts, so their code does not change; the Spark engine hands the keys to
-the executors, which read and write the bucket themselves (crawler.jobs.spark_bucket).
+the executors, which read and write the bucket themselves (crawler.storage.bucket_io).
 
 A part an executor writes goes to this process's *scratch* prefix first: its
 final name is known only once every partition has finished, and a job that

@@ -13,11 +13,14 @@ holds what is still in play, not the crawl's history; any other command that
 ends alone on the staging copy drops the segments it pulled (a fetch, once its
 partitions are published). A fetch first leases its partitions in the bucket
 (crawler/storage/partition_lease.py) and pulls and publishes only those.
+
+The arguments a command was given are read, never changed: what staging makes
+of them (segment paths in the staging copy, the partitions leased) is in
+``Session.values``, which the workspace (crawler/storage/workspace.py) hands on.
 """
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import os
 import time
@@ -36,7 +39,7 @@ from crawler.storage.location import Remote, parse_remote
 STORE_PUBLISH_ORDER = ("linkdb", "webdb")
 
 
-def _names_from_args(session: Session, args: argparse.Namespace) -> list[str]:
+def _names_from_args(session: Session, args: Any) -> list[str]:
     from crawler.storage.segments import segment_names_in
 
     names: list[str] = []
@@ -45,7 +48,7 @@ def _names_from_args(session: Session, args: argparse.Namespace) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _unmerged(session: Session, args: argparse.Namespace) -> list[str]:
+def _unmerged(session: Session, args: Any) -> list[str]:
     from crawler.webdb.store import VersionedStore
 
     version = VersionedStore(session.crawl_path / "webdb").current()
@@ -58,7 +61,7 @@ def _unmerged(session: Session, args: argparse.Namespace) -> list[str]:
 
 
 # Which segments a command pulls (Access.segments): a registry, so a new kind of command adds a line.
-SEGMENT_SELECTORS: dict[str, Callable[[Session, argparse.Namespace], list[str]]] = {
+SEGMENT_SELECTORS: dict[str, Callable[[Session, Any], list[str]]] = {
     "none": lambda session, args: [],
     "args": _names_from_args,
     "unmerged": _unmerged,
@@ -124,6 +127,8 @@ class Session:
                        for name in access.writes}
         self.partition_leases: Any = None  # PartitionLeases of a fetch, once taken
         self.pulled: list[str] = []
+        # The arguments as staged, by destination: segments in the staging copy, the partitions leased.
+        self.values: dict[str, Any] = {}
 
     def store(self, name: str) -> Any:
         from crawler.storage.stores import StoreSync
@@ -131,7 +136,8 @@ class Session:
         return StoreSync(self.bucket, self.crawl_path, name)
 
     @contextmanager
-    def run(self, args: argparse.Namespace) -> Iterator[None]:
+    def run(self, args: Any) -> Iterator[dict[str, Any]]:
+        """Lease, pull, run the command (the ``with`` body), publish; yields the arguments as staged."""
         with ExitStack() as stack:
             for lease in self.leases.values():
                 lease.acquire()
@@ -140,14 +146,14 @@ class Session:
             self.crawl_path.mkdir(parents=True, exist_ok=True)
             with _staging_lock(self.crawl_path, exclusive=bool(self.access.writes)):
                 self.pull(args)
-                yield
+                yield self.values
                 self.publish()
                 if self.leases:  # only a writer has the staging copy to itself, so only it may empty it
                     self.evict()
             if not self.leases:
                 self.drop_pulled()
 
-    def _lease_partitions(self, args: argparse.Namespace, stack: ExitStack) -> None:
+    def _lease_partitions(self, args: Any, stack: ExitStack) -> None:
         """A fetch leases the partitions it will fetch, and from then on fetches only those (done ones are skipped)."""
         from crawler.storage.partition_lease import PartitionLeases
 
@@ -158,11 +164,11 @@ class Session:
         leased = leases.acquire(getattr(args, self.access.partitions, None))
         stack.callback(leases.release)
         self.partition_leases = leases
-        setattr(args, self.access.partitions, leased)
+        self.values[self.access.partitions] = leased
         if leases.done:
             self.log.info("storage.partitions_done", segment=names[0], partitions=leases.done)
 
-    def pull(self, args: argparse.Namespace) -> None:
+    def pull(self, args: Any) -> None:
         t0 = time.monotonic()
         versions = {name: self.store(name).pull(writer=name in self.access.writes) for name in self.access.stores}
         names = SEGMENT_SELECTORS[self.access.segments](self, args)
@@ -180,7 +186,7 @@ class Session:
             self.segments.pull(names)
         self.pulled = names
         for dest in self.access.segment_args:
-            setattr(args, dest, self._to_staging(getattr(args, dest, None)))
+            self.values[dest] = self._to_staging(getattr(args, dest, None))
         self.files.pull(self.access.files)
         self.log.info("storage.pulled", crawl_dir=self.bucket.remote.url, versions=versions, segments=names,
                       seconds=round(time.monotonic() - t0, 3))
@@ -243,30 +249,7 @@ class Session:
 
 
 @contextmanager
-def staged(cfg: CrawlerConfig, args: argparse.Namespace, access: Access | None) -> Iterator[CrawlerConfig]:
-    """Run a command on a remote crawl_dir through its staging copy; nothing at all for a local one.
-
-    Yields the config to run the command with: its ``crawl_path`` is where the command finds its files.
-    """
-    remote = parse_remote(cfg.crawl_dir)
-    if remote is None or access is None:
-        yield cfg
-        return
-    if access.engine_io and cfg.jobs.engine == "spark":
-        with _staged_by_reference(cfg, remote, access, args) as run_cfg:
-            yield run_cfg
-        return
-    if getattr(args, "steps_staged", False) and staged_by_step(cfg):
-        # crawl and the daemon: each step stages itself, as its own command (storage/steps.py)
-        with _crawl_lease(cfg, remote):
-            yield cfg
-        return
-    with Session(cfg, remote, access, get_logger(component="storage")).run(args):
-        yield cfg
-
-
-@contextmanager
-def _crawl_lease(cfg: CrawlerConfig, remote: Remote) -> Iterator[None]:
+def crawl_lease(cfg: CrawlerConfig, remote: Remote) -> Iterator[None]:
     """One crawl or daemon staged by step per crawl_dir: it holds no store's lease between steps, and a second
     one would resume (fetch, merge) the segment the first is working on."""
     from crawler.storage.bucket import Bucket
@@ -288,22 +271,17 @@ def reference_config(cfg: CrawlerConfig) -> CrawlerConfig:
     return with_overrides(cfg, storage={"staging_dir": tree_staging_dir(cfg.storage.staging_dir)})
 
 
-def staged_by_step(cfg: CrawlerConfig) -> bool:
-    """Spark jobs over a bucket go by reference and the fetch by copy, so a command running both stages each step."""
-    return cfg.jobs.engine == "spark" and parse_remote(cfg.crawl_dir) is not None
-
-
 @contextmanager
-def _staged_by_reference(cfg: CrawlerConfig, remote: Remote, access: Access,
-                         args: argparse.Namespace) -> Iterator[CrawlerConfig]:
+def staged_by_reference(cfg: CrawlerConfig, remote: Remote, access: Access,
+                        args: Any) -> Iterator[tuple[CrawlerConfig, dict[str, Any]]]:
     """A Spark job's command: the driver pulls references, the executors read and write the bucket."""
     from crawler.storage.references import mark_reference_tree, scratch_prefix
 
     run_cfg = reference_config(cfg)
     session = Session(run_cfg, remote, access, get_logger(component="storage"), by_reference=True)
     mark_reference_tree(run_cfg.crawl_path)
-    with session.run(args):
-        yield run_cfg
+    with session.run(args) as values:
+        yield run_cfg, values
     # Only once all is published: until then references in the tree may still name scratch objects.
     scratch = scratch_prefix(remote)
     session.bucket.delete(f"{scratch}/{rel}" for rel in session.bucket.list(scratch))

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 import structlog
 
-from crawler.cli import ACCESS
 from crawler.config import CrawlerConfig
 from crawler.jobs.dedup import dedup
 from crawler.jobs.generate import generate
@@ -21,8 +20,9 @@ from crawler.jobs.invertlinks import invertlinks, linkdb_store
 from crawler.jobs.updatedb import updatedb
 from crawler.jobs.updatesegs import updatesegs
 from crawler.segments.layout import open_segment
+from crawler.storage.access import ACCESS
 from crawler.storage.references import SCRATCH, read_reference
-from crawler.storage.session import staged
+from crawler.storage.workspace import open_workspace
 from tests.conftest import run_crawler
 from tests.storage.conftest import bucket, keys, s3, s3_endpoint, staging_args  # noqa: F401 - moto fixtures by name
 
@@ -47,9 +47,8 @@ def mirror(client: Any, name: str, prefix: str, dest: Path) -> Path:
 @contextmanager
 def command(cfg: CrawlerConfig, name: str, **args: Any) -> Iterator[tuple[CrawlerConfig, argparse.Namespace]]:
     """Run a CLI command's storage session in this process (so the jobs use the test session's Spark)."""
-    namespace = argparse.Namespace(**args)
-    with staged(cfg, namespace, ACCESS[name]) as run_cfg:
-        yield run_cfg, namespace
+    with open_workspace(cfg).command(cfg, argparse.Namespace(**args), ACCESS[name]) as run:
+        yield run.cfg, run.args
 
 
 def tables(cfg: CrawlerConfig, segment: str) -> dict[str, Any]:

@@ -12,17 +12,18 @@ from typing import Any
 import pytest
 import structlog
 
-from crawler.cli import ACCESS, build_parser
+from crawler.cli import build_parser
 from crawler.commands.cycle import cmd_crawl
 from crawler.config import CrawlerConfig
 from crawler.devserver import SiteServer
 from crawler.jobs.generate import generate
 from crawler.jobs.invertlinks import linkdb_store
+from crawler.storage.access import ACCESS
 from crawler.storage.bucket import Bucket
 from crawler.storage.lease import Lease, LeaseHeld
 from crawler.storage.location import parse_remote
 from crawler.storage.references import SCRATCH, read_reference
-from crawler.storage.session import staged
+from crawler.storage.workspace import SteppedWorkspace, open_workspace
 from tests.conftest import DEMO_SITE
 from tests.storage.conftest import bucket, keys, s3, s3_endpoint  # noqa: F401 - moto fixtures by name
 
@@ -55,8 +56,8 @@ def site_in_thread() -> Iterator[SiteServer]:
 def crawl(cfg: CrawlerConfig, *argv: str) -> None:
     """``crawler crawl ARGV`` as the CLI runs it, in this process (so the jobs use the test session's Spark)."""
     args = build_parser().parse_args(["crawl", *argv])
-    with staged(cfg, args, args.access) as run_cfg:
-        assert cmd_crawl(run_cfg, args) == 0
+    with open_workspace(cfg).command(cfg, args, args.access) as run:
+        assert cmd_crawl(run.cfg, run.args) == 0
 
 
 def outcome(cfg: CrawlerConfig) -> dict[str, Any]:
@@ -91,8 +92,8 @@ def test_crawl_on_spark_over_s3_matches_duckdb(site_in_thread, tmp_path, s3, buc
 
     # Killed after a generate: the next crawl finds the segment in the bucket and finishes it.
     assert generate(duck, LOG).segment is not None
-    with staged(on_s3, argparse.Namespace(), ACCESS["generate"]) as cfg:
-        assert generate(cfg, LOG).segment is not None
+    with open_workspace(on_s3).command(on_s3, argparse.Namespace(), ACCESS["generate"]) as run:
+        assert generate(run.cfg, LOG).segment is not None
     crawl(duck, "--rounds", "0")
     crawl(on_s3, "--rounds", "0")
     expected = outcome(duck)
@@ -121,8 +122,6 @@ def test_crawl_on_spark_over_s3_matches_duckdb(site_in_thread, tmp_path, s3, buc
 
 def test_crawl_steps_stay_in_one_tree_on_a_local_crawl_dir(tmp_path: Path) -> None:
     """With Spark jobs on a local crawl_dir, crawl is not split into staged steps (there is nothing to stage)."""
-    from crawler.storage.session import staged_by_step
-
-    assert not staged_by_step(spark_cfg(tmp_path / "crawl"))
-    assert staged_by_step(spark_cfg("s3://bucket/crawl"))
+    assert not isinstance(open_workspace(spark_cfg(tmp_path / "crawl")), SteppedWorkspace)
+    assert isinstance(open_workspace(spark_cfg("s3://bucket/crawl")), SteppedWorkspace)
 

@@ -23,8 +23,7 @@ from crawler.storage.bucket import Bucket
 from crawler.storage.lease import Lease, LeaseHeld
 from crawler.storage.location import parse_remote
 from crawler.storage.references import SCRATCH
-from crawler.storage.session import staged
-from crawler.storage.steps import as_command
+from crawler.storage.workspace import FetchArgs, GenerateArgs, open_workspace
 from tests.daemon.conftest import write_site
 from tests.storage.conftest import bucket, keys, read, s3, s3_endpoint  # noqa: F401 - moto fixtures by name
 
@@ -39,8 +38,8 @@ pytestmark = pytest.mark.timeout(300)
 def run_daemon(cfg: CrawlerConfig) -> Service:
     """``crawler daemon`` as the CLI runs it, in this process (so the jobs use the test session's Spark)."""
     args = build_parser().parse_args(["daemon"])
-    with staged(cfg, args, args.access) as run_cfg:
-        service = Service(ConfigSource(None, [], run_cfg))
+    with open_workspace(cfg).command(cfg, args, args.access) as run:
+        service = Service(ConfigSource(None, [], run.cfg))
         assert uvloop.run(service.serve()) == 0
     return service
 
@@ -94,10 +93,11 @@ def test_daemon_on_spark_over_s3_matches_duckdb(site_in_thread, tmp_path, s3, bu
 
     # Killed after a fetch, before its merge: the next daemon finds the fetched segment in the bucket and merges it.
     run_fetch(duck, generate(duck, LOG).segment)
-    with as_command(on_s3, "generate", top_n=None, partitions=None) as (cfg, _):
-        name = generate(cfg, LOG).segment.name
-    with as_command(on_s3, "fetch", segment=name, partition=None, spark=False) as (cfg, args):
-        run_fetch(cfg, open_segment(args.segment), args.partition)
+    workspace = open_workspace(on_s3)
+    with workspace.step(on_s3, "generate", GenerateArgs()) as run:
+        name = generate(run.cfg, LOG).segment.name
+    with workspace.step(on_s3, "fetch", FetchArgs(name)) as run:
+        run_fetch(run.cfg, open_segment(run.args.segment), run.args.partition)
     run_daemon(with_overrides(duck, daemon={"max_cycles": 1}))
     run_daemon(with_overrides(on_s3, daemon={"max_cycles": 1}))
     expected = pages(duck)

@@ -8,11 +8,11 @@ import fcntl
 import os
 import shutil
 
-from crawler.cli import ACCESS
 from crawler.commands.cycle import cmd_fetch
 from crawler.config import load_config
 from crawler.segments.layout import Segment
-from crawler.storage.session import staged
+from crawler.storage.access import ACCESS
+from crawler.storage.workspace import open_workspace
 from tests.conftest import run_crawler
 from tests.spark.test_spark_fetch import fetched
 from tests.storage import conftest as moto
@@ -44,8 +44,8 @@ async def test_spark_tasks_fetch_an_s3_segment_through_the_bucket(tmp_path, demo
     fcntl.flock(fd, fcntl.LOCK_SH)  # another command shares the driver's staging copy, so what it held stays
     try:
         def drive() -> int:
-            with staged(cfg, args, ACCESS["fetch"]) as run_cfg:
-                return cmd_fetch(run_cfg, args)
+            with open_workspace(cfg).command(cfg, args, ACCESS["fetch"]) as run:
+                return cmd_fetch(run.cfg, run.args)
 
         # In a thread: this test's event loop keeps serving the site the Spark tasks fetch from.
         assert await asyncio.to_thread(drive) == 0

@@ -8,8 +8,8 @@ import pytest
 
 from crawler.config import StorageConfig
 from crawler.errors import StorageError
-from crawler.jobs.spark_bucket import BucketIO, bucket_access
 from crawler.storage.bucket import Bucket
+from crawler.storage.bucket_io import BucketIO, bucket_access
 from crawler.storage.location import Remote
 from crawler.storage.references import read_reference, write_reference
 

@@ -1,4 +1,4 @@
-"""Spark sources and sinks on the bucket itself, for jobs run over an ``s3://`` crawl_dir's reference tree.
+"""The Spark engine's bucket I/O: sources and sinks on the bucket itself, for jobs over an ``s3://`` reference tree.
 
 In the reference tree (crawler/storage/references.py) each Parquet part the
 job sees is a reference naming an object. Reading: the driver turns the list of
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,6 @@ import pyarrow.parquet as pq
 from pyarrow import fs
 
 from crawler.errors import StorageError
-from crawler.jobs.engine import part_batches
 from crawler.storage.bucket import filesystem_options
 from crawler.storage.credentials import driver_credentials
 from crawler.storage.location import Remote, parse_remote
@@ -105,11 +105,11 @@ class BucketIO:
                 raise StorageError(f"{self.remote.scheme}://{self.access.path(key)}: {exc}") from exc
         return total
 
-    def batches(self, file: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
-        """``columns`` of the part ``file`` refers to, in batches, through the driver."""
-        key = self.key_of(file)
-        with self.filesystem.open_input_file(self.access.path(key)) as handle:
-            yield from part_batches(handle, columns)
+    @contextmanager
+    def open(self, file: Path) -> Iterator[Any]:
+        """The part ``file`` refers to, opened for reading through the driver."""
+        with self.filesystem.open_input_file(self.access.path(self.key_of(file))) as handle:
+            yield handle
 
     def read(self, spark: Any, files: list[Path] | list[str], spark_schema: Any) -> Any:
         """A DataFrame of the referenced parts with exactly ``spark_schema``: one Spark partition per part."""
