@@ -103,7 +103,7 @@ class Fetches:
     def unfinished(self, cfg: CrawlerConfig) -> list[tuple[str, str, bool]]:
         """(name, state, fetched) of the segments generated but not merged, oldest first."""
         with self.workspace.step(cfg, STATE, NoArgs()) as run:
-            return [(s.name, s.state, s.is_done("fetcher")) for s in unfinished_segments(run.cfg)]
+            return [(s.name, s.state, s.fetched) for s in unfinished_segments(run.cfg)]
 
     def _listed(self, cfg: CrawlerConfig, name: str) -> KnownFetched:
         with self.workspace.step(cfg, FETCHLIST, FetchArgs(name, spark=True)) as run:

@@ -101,7 +101,7 @@ class Merger:
         with self.workspace.step(cfg, "updatedb", SegmentsArgs([name])) as run:
             segment = open_segment(segments_dir(run.cfg) / name)
             # A fetch cut short (a partition leased elsewhere, a signal) must not be merged as if complete.
-            if not segment.is_done("fetcher"):
+            if not segment.fetched:
                 raise SegmentError(f"{segment.path}: fetch did not complete")
             report = updatedb(run.cfg, [segment], self.log)
             return report, VersionedStore(run.cfg.crawl_path / "webdb").require_current().merged_segments

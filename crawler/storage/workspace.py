@@ -101,7 +101,7 @@ class Workspace:
 
     def fetch_complete(self, segment: Segment, stopped: bool | None) -> bool:
         """Whether a fetch ended complete; ``stopped``: its report's (None: an earlier run fetched it)."""
-        return segment.is_done("fetcher")
+        return segment.fetched
 
     def end_round(self, cfg: CrawlerConfig) -> None:
         """Call after each round of crawl or daemon cycle: a bucket gets each as it completes."""
