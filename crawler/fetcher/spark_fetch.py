@@ -35,10 +35,10 @@ from typing import Any
 import uvloop
 
 from crawler.config import CrawlerConfig, with_overrides
+from crawler.crawldir import parse_remote
 from crawler.errors import CrawlerError, SegmentError
 from crawler.fetcher.service import fetch_segment
 from crawler.segments.layout import Segment
-from crawler.storage.location import parse_remote
 
 # What a task reports: (partition, URLs fetched, stopped by a signal, why it did not fetch: "" when it did).
 Result = tuple[int, int, bool, str]

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from crawler.config import StorageConfig
+from crawler.crawldir import Remote
 from crawler.errors import StorageError
 from crawler.fsutil import atomic_output
-from crawler.storage.location import Remote
 from crawler.storage.references import is_part, read_reference, write_reference
 
 if TYPE_CHECKING:

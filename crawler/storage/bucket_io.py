@@ -31,10 +31,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs
 
+from crawler.crawldir import Remote, parse_remote
 from crawler.errors import StorageError
 from crawler.storage.bucket import filesystem_options
 from crawler.storage.credentials import driver_credentials
-from crawler.storage.location import Remote, parse_remote
 from crawler.storage.references import is_reference_tree, read_reference, scratch_prefix
 
 _BATCH_ROWS = 65_536

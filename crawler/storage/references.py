@@ -25,8 +25,8 @@ import os
 import socket
 from pathlib import Path
 
+from crawler.crawldir import Remote, default_staging_dir
 from crawler.fsutil import TEMP_PREFIX, atomic_write_bytes
-from crawler.storage.location import Remote, default_staging_dir
 
 MAGIC = b"crawler-bucket-reference 1\n"
 TREE = "by-reference"  # below storage.staging_dir; beside the ordinary copies' scheme folders (s3/)

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from crawler.config import CrawlerConfig
+from crawler.crawldir import parse_remote
 from crawler.errors import StorageError
 from crawler.fsutil import publish, remove_tree, temp_path_for
-from crawler.storage.location import parse_remote
 
 
 def prune_remote_segments(cfg: CrawlerConfig, merged: list[str], log: Any) -> list[str]:

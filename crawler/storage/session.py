@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from crawler.config import CrawlerConfig, with_overrides
+from crawler.crawldir import Remote, parse_remote
 from crawler.errors import StorageError
 from crawler.log import get_logger
 from crawler.storage.access import Access
-from crawler.storage.location import Remote, parse_remote
 
 # Publish order: segments first (the stores name them), the webdb last (it names what was merged).
 STORE_PUBLISH_ORDER = ("linkdb", "webdb")

@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from crawler.config import CrawlerConfig
+from crawler.crawldir import Remote, parse_remote
 from crawler.log import get_logger
 from crawler.segments.layout import Segment
 from crawler.storage.access import ACCESS, Access
-from crawler.storage.location import Remote, parse_remote
 
 A = TypeVar("A")
 

@@ -15,13 +15,13 @@ import structlog
 from crawler.cli import build_parser
 from crawler.commands.cycle import cmd_crawl
 from crawler.config import CrawlerConfig
+from crawler.crawldir import parse_remote
 from crawler.devserver import SiteServer
 from crawler.jobs.generate import generate
 from crawler.jobs.invertlinks import linkdb_store
 from crawler.storage.access import ACCESS
 from crawler.storage.bucket import Bucket
 from crawler.storage.lease import Lease, LeaseHeld
-from crawler.storage.location import parse_remote
 from crawler.storage.references import SCRATCH, read_reference
 from crawler.storage.workspace import SteppedWorkspace, open_workspace
 from tests.conftest import DEMO_SITE

@@ -12,6 +12,7 @@ import uvloop
 
 from crawler.cli import build_parser
 from crawler.config import CrawlerConfig, with_overrides
+from crawler.crawldir import parse_remote
 from crawler.daemon.reload import ConfigSource
 from crawler.daemon.service import Service
 from crawler.devserver import SiteServer
@@ -21,7 +22,6 @@ from crawler.jobs.invertlinks import linkdb_store
 from crawler.segments.layout import open_segment
 from crawler.storage.bucket import Bucket
 from crawler.storage.lease import Lease, LeaseHeld
-from crawler.storage.location import parse_remote
 from crawler.storage.references import SCRATCH
 from crawler.storage.workspace import FetchArgs, GenerateArgs, open_workspace
 from tests.daemon.conftest import write_site

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from crawler.config import StorageConfig
+from crawler.crawldir import Remote
 from crawler.errors import StorageError
 from crawler.storage.bucket import Bucket
-from crawler.storage.location import Remote
 
 
 def _bucket(endpoint: str, name: str) -> Bucket:

@@ -11,10 +11,10 @@ import pytest
 import structlog
 
 from crawler.config import StorageConfig
+from crawler.crawldir import Remote
 from crawler.errors import LeaseHeld, WebDbError
 from crawler.storage.bucket import Bucket
 from crawler.storage.lease import Lease
-from crawler.storage.location import Remote
 from tests.conftest import run_crawler
 from tests.procs import kill_child
 from tests.storage.conftest import keys, read, staging_args

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from crawler.config import load_config
+from crawler.crawldir import Remote, parse_remote
 from crawler.errors import ConfigError
-from crawler.storage.location import Remote, parse_remote
 
 
 def test_s3_url_parsed_into_bucket_and_prefix():

@@ -7,10 +7,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from crawler.config import StorageConfig
+from crawler.crawldir import Remote
 from crawler.errors import StorageError
 from crawler.storage.bucket import Bucket
 from crawler.storage.bucket_io import BucketIO, bucket_access
-from crawler.storage.location import Remote
 from crawler.storage.references import read_reference, write_reference
 
 from .conftest import keys, read

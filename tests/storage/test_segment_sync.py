@@ -7,8 +7,8 @@ import os
 import structlog
 
 from crawler.config import StorageConfig, load_config
+from crawler.crawldir import Remote
 from crawler.storage.bucket import Bucket
-from crawler.storage.location import Remote
 from crawler.storage.retention import prune_remote_segments
 from crawler.storage.segments import SegmentSync
 from tests.storage.conftest import keys

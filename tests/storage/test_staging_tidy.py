@@ -8,9 +8,9 @@ import os
 import structlog
 
 from crawler.config import StorageConfig
+from crawler.crawldir import Remote
 from crawler.storage.bucket import Bucket
 from crawler.storage.lease import Lease
-from crawler.storage.location import Remote
 from crawler.storage.partition_lease import PartitionLeases, partition_lease_key
 from crawler.storage.segments import SegmentSync
 from tests.conftest import run_crawler
