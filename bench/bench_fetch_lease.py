@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_s3_staging import CREDENTIALS, _moto, _segment_copy, _timed  # noqa: E402
 
 from crawler.config import StorageConfig  # noqa: E402
+from crawler.crawldir import Remote  # noqa: E402
 from crawler.storage.bucket import Bucket  # noqa: E402
-from crawler.storage.location import Remote  # noqa: E402
 from crawler.storage.partition_lease import PartitionLeases  # noqa: E402
 from crawler.storage.segments import SegmentSync  # noqa: E402
 

@@ -38,9 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from crawler.config import StorageConfig  # noqa: E402
+from crawler.crawldir import Remote  # noqa: E402
 from crawler.devserver import SiteServer  # noqa: E402
 from crawler.storage.bucket import Bucket  # noqa: E402
-from crawler.storage.location import Remote  # noqa: E402
 from crawler.storage.segments import SegmentSync  # noqa: E402
 from crawler.storage.stores import StoreSync  # noqa: E402
 
