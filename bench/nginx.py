@@ -42,6 +42,7 @@ http {{
 {listens}
     root {webroot}/$host;
     location /moved/ {{ rewrite ^/moved/(.*)$ /p/$1 permanent; }}
+{locations}
   }}
 }}
 """
@@ -58,8 +59,10 @@ def ensure_nginx() -> str:
 
 
 class Nginx:
-    def __init__(self, webroot: Path, port: int, prefix: Path, access_log: Path | None = None) -> None:
+    def __init__(self, webroot: Path, port: int, prefix: Path, access_log: Path | None = None,
+                 locations: str = "") -> None:
         self.webroot, self.port, self.prefix = webroot.resolve(), port, prefix.resolve()
+        self.locations = locations  # more location blocks of the one server (bench/realweb.py: slow pages, a trap)
         # The observer's log (bench/observer.py): off unless asked for, so other benches' figures stay as they were.
         self.access_log = access_log.resolve() if access_log else None
         self.proc: subprocess.Popen | None = None
@@ -72,7 +75,7 @@ class Nginx:
         if self.access_log is not None:
             log = f"  log_format observer '{NGINX_LOG_FORMAT}';\n  access_log {self.access_log} observer;"
         conf.write_text(CONFIG.format(prefix=self.prefix, webroot=self.webroot, listens=self._listens(),
-                                      access_log=log))
+                                      access_log=log, locations=self.locations))
         self.proc = subprocess.Popen([binary, "-c", str(conf), "-p", str(self.prefix)])
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
