@@ -90,6 +90,13 @@ bench-manyhosts: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
 bench-realsites: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
 	$(BENCH_CRAWLER)/bin/python bench/realsites.py
 
+# Crawler vs Scrapy vs the floor on the documentation trees above (each on 2 loopback addresses) next to
+# bench-compare's generated hosts, with Crawl-delay hosts, slow pages and a spider trap; summed RSS of every
+# process of each contender: docs/benchmarks.md "A web of real pages".
+.PHONY: bench-realweb
+bench-realweb: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
+	$(BENCH_VENV)/bin/python bench/realweb.py
+
 # The jobs on a standalone Spark cluster (a master and 2 workers on loopback) vs DuckDB: docs/benchmarks.md "Spark".
 bench-spark: $(STAMP)
 	$(BIN)/python bench/bench_spark_cluster.py
