@@ -7,7 +7,7 @@ output parts and its ``_done-NNNNN`` marker; the task that finishes last writes
 ``_SUCCESS``, exactly as separate ``fetch --partition I`` processes do. A host
 lives in exactly one partition, so politeness holds cluster-wide.
 
-Where the segment lives decides where a task works:
+Where the segment lives decides where a task works (crawler/storage/partition_stage.py stages it):
 
 - a local ``crawl_dir`` (a shared mount every executor can write): in the
   segment itself. A failed or retried task resumes its partition (URLs already
@@ -26,19 +26,16 @@ Where the segment lives decides where a task works:
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import uvloop
 
-from crawler.config import CrawlerConfig, with_overrides
-from crawler.crawldir import parse_remote
-from crawler.errors import CrawlerError, SegmentError
+from crawler.config import CrawlerConfig
+from crawler.errors import CrawlerError
 from crawler.fetcher.service import fetch_segment
 from crawler.segments.layout import Segment
+from crawler.storage.partition_stage import stage_partition, task_credentials
 
 # What a task reports: (partition, URLs fetched, stopped by a signal, why it did not fetch: "" when it did).
 Result = tuple[int, int, bool, str]
@@ -47,7 +44,6 @@ Task = Callable[[Iterator[int]], Iterator[Result]]
 
 def _fetch_task(cfg: CrawlerConfig, segment_path: str, credentials: Any = None) -> Task:
     """The executor side: fetch the partitions this Spark partition holds (one) and report each."""
-    remote = parse_remote(cfg.crawl_dir)
 
     def run(partitions: Iterator[int]) -> Iterator[Result]:
         from crawler.log import configure_logging, get_logger
@@ -55,46 +51,16 @@ def _fetch_task(cfg: CrawlerConfig, segment_path: str, credentials: Any = None) 
         configure_logging(cfg.log)
         log = get_logger(command="fetch", executor="spark")
         for partition in partitions:
-            if remote is None:
-                report = uvloop.run(fetch_segment(cfg, Segment(Path(segment_path)), log, [partition]))
+            with stage_partition(cfg, credentials, segment_path, partition, log) as stage:
+                if stage.refused or not stage.partitions:
+                    yield partition, 0, False, stage.refused
+                    continue
+                report = uvloop.run(fetch_segment(stage.cfg, stage.segment, log, stage.partitions))
+                if not report.stopped:
+                    stage.publish()
                 yield partition, report.fetched, report.stopped, ""
-            else:
-                yield partition, *_fetch_from_bucket(cfg, credentials, Path(segment_path).name, partition, log)
 
     return run
-
-
-def _fetch_from_bucket(cfg: CrawlerConfig, credentials: Any, name: str, partition: int,
-                       log: Any) -> tuple[int, bool, str]:
-    """Lease, pull, fetch and publish one partition of a remote segment in a temporary staging copy."""
-    from crawler.storage.bucket import Bucket
-    from crawler.storage.partition_lease import PartitionLeases
-    from crawler.storage.segments import SegmentSync
-
-    bucket = Bucket(parse_remote(cfg.crawl_dir), cfg.storage, credentials=credentials)  # type: ignore[arg-type]
-    # Spark's scratch folders (spark.local.dir) are where an executor is meant to put bulky temporary data.
-    scratch = (os.environ.get("SPARK_LOCAL_DIRS") or "").split(",")[0] or None
-    with tempfile.TemporaryDirectory(prefix=f"crawler-fetch-{name}-{partition:05d}-", dir=scratch) as staging:
-        task_cfg = with_overrides(cfg, storage={"staging_dir": staging})
-        sync = SegmentSync(bucket, task_cfg.crawl_path)
-        leases = PartitionLeases(sync, name, cfg.storage.lease_ttl, log)
-        try:
-            leased = leases.acquire([partition])
-        except SegmentError as exc:
-            return 0, False, str(exc)
-        try:
-            if not leased:
-                log.info("storage.partitions_done", segment=name, partitions=[partition])
-                return 0, False, ""
-            sync.pull([name], partitions=leased)
-            segment = Segment(task_cfg.crawl_path / "segments" / name)
-            report = uvloop.run(fetch_segment(task_cfg, segment, log, leased))
-            if not report.stopped:
-                leases.verify()
-                sync.publish({name: leased})  # parts, then the _done marker, then _SUCCESS if every one is done
-            return report.fetched, report.stopped, ""
-        finally:
-            leases.release()
 
 
 def fetch_on_spark(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None = None) -> int:
@@ -106,12 +72,7 @@ def fetch_on_spark(cfg: CrawlerConfig, segment: Segment, partitions: list[int] |
         return 0
     context = spark_session(cfg).sparkContext
     context.setJobDescription(f"crawler fetch {segment.path}")
-    credentials = None
-    if parse_remote(cfg.crawl_dir) is not None:
-        from crawler.storage.credentials import driver_credentials
-
-        credentials = driver_credentials(cfg.storage)
-    task = _fetch_task(cfg, str(segment.path), credentials)
+    task = _fetch_task(cfg, str(segment.path), task_credentials(cfg))
     results = context.parallelize(chosen, len(chosen)).mapPartitions(task).collect()
     refused = [why for _, _, _, why in results if why]
     if refused:
