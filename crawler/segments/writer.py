@@ -259,7 +259,7 @@ class PartitionWriter:
     """Buffers one partition's records and commits them as numbered parts."""
 
     def __init__(self, segment: Segment, partition: int, commit_records: int, commit_interval: float,
-                 offload: Offload | None = None, commit_bytes: int = 32 << 20) -> None:
+                 offload: Offload | None = None, commit_bytes: int = 16 << 20) -> None:
         self.segment = segment
         self.offload = offload
         self.partition = partition
