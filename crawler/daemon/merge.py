@@ -18,12 +18,12 @@ from structlog.contextvars import bound_contextvars
 from crawler.config import CrawlerConfig
 from crawler.daemon.accounting import Accounting
 from crawler.daemon.fetches import Fetches, RunningFetch
-from crawler.daemon.figures import webdb_figures
 from crawler.daemon.retention import prune_segments
 from crawler.daemon.wake import Wake
 from crawler.errors import CrawlerError, SegmentError
 from crawler.jobs.dedup import dedup
 from crawler.jobs.invertlinks import invertlinks, unlinked_segments
+from crawler.jobs.readdb import webdb_figures
 from crawler.jobs.updatedb import updatedb
 from crawler.metrics import Metrics
 from crawler.segments.layout import open_segment

@@ -19,10 +19,11 @@ import pyarrow as pa
 
 from crawler.config import CrawlerConfig
 from crawler.errors import UsageError, WebDbError
-from crawler.jobs.engine import connect, copy_to_parquet, iter_dicts, parquet_source
+from crawler.jobs.engine import DuckEngine, connect, copy_to_parquet, iter_dicts, open_engine, parquet_source
 from crawler.jobs.sql import iso_sql, typed_columns, utc_naive
 from crawler.jobs.updatedb import add_over_cap
 from crawler.models import LINKS, PAGES, DbStatus
+from crawler.storage.references import is_reference_tree
 from crawler.urls.normalize import InvalidUrl, Normalizer
 from crawler.webdb.store import Version, VersionedStore
 
@@ -50,6 +51,31 @@ def _live(cfg: CrawlerConfig) -> Iterator[tuple[Version, duckdb.DuckDBPyConnecti
         con.close()
 
 
+def _by_status(counts: dict[Any, Any]) -> dict[str, int]:
+    """Every status with its count, zeros too, then any status no code writes (shown anyway)."""
+    counts = {str(k): int(v) for k, v in counts.items()}
+    by_status = {str(s): counts.pop(str(s), 0) for s in DbStatus}
+    by_status.update(counts)
+    return by_status
+
+
+def webdb_figures(cfg: CrawlerConfig) -> dict[str, Any]:
+    """The live version's number, its URL count and its count per status: what a daemon cycle reports.
+
+    Counted through the job engine in a reference tree (Spark jobs over a bucket: the webdb's parts stay
+    in the bucket, where only the executors read them), by DuckDB on local parts otherwise (a Spark job
+    would cost seconds on a cluster for what DuckDB counts in milliseconds).
+    """
+    version = VersionedStore(cfg.crawl_path / "webdb").require_current()
+    con = open_engine(cfg) if is_reference_tree(cfg.crawl_path) else DuckEngine(cfg.jobs)
+    try:
+        pages = con.source(sorted((version.path / "pages").glob("*.parquet")), PAGES)
+        by_status = _by_status(dict(con.rows(f"SELECT status, count(*) FROM {pages} GROUP BY status")))
+    finally:
+        con.close()
+    return {"version": version.number, "urls": sum(by_status.values()), "by_status": by_status}
+
+
 def db_stats(cfg: CrawlerConfig, now: datetime | None = None) -> dict[str, Any]:
     """Version, URL count, count per status (every status, zeros too), score min/avg/max, hosts,
     URLs due now (what generate could select, before per-host limits), link count, and the outlinks
@@ -63,8 +89,7 @@ def db_stats(cfg: CrawlerConfig, now: datetime | None = None) -> dict[str, Any]:
             [utc_naive(now)],
         ).fetchall()[0]
         (link_count,) = con.execute(f"SELECT count(*) FROM {links}").fetchall()[0]
-    by_status = {str(s): int(counts.pop(str(s), 0)) for s in DbStatus}
-    by_status.update({str(k): int(v) for k, v in counts.items()})  # a status no code writes: show it anyway
+    by_status = _by_status(counts)
     return {
         "version": version.number,
         "urls": int(total),
