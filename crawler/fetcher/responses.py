@@ -2,8 +2,9 @@
 
 A 3xx with a Location is followed one hop at a time (crawler/fetcher/redirects.py):
 the hop is a new entry, pushed into its host's queue before the response's own
-entry is released, so the dispatcher cannot finish in between. The queue is released
-before the page is parsed: parsing is not a request.
+entry is released, so the dispatcher cannot finish in between. ``answer`` makes
+the row and queues the hop; the fetcher then releases the entry's queue (parsing
+is not a request) before ``keep`` parses and records the page.
 """
 
 from __future__ import annotations
@@ -36,10 +37,9 @@ class Responses:
         self.queue_key = queue_key
         self.log = log
 
-    async def record_response(self, entry: dict[str, Any], response: Response, rules: RobotsRules,
-                              request_over: Callable[[], None]) -> None:
-        """``request_over`` releases the entry's queue: called once the redirect hop (if any) is queued and
-        before the parse, so a host's next request overlaps this page's parse (in the pool: on another core)."""
+    async def answer(self, entry: dict[str, Any], response: Response) -> dict[str, Any]:
+        """The response's fetch row (status, reason, redirect), its redirect hop (if any) queued: after this
+        the entry's queue may be released, so the host's next request overlaps this page's parse."""
         # Only a 3xx's outcome depends on its Location (a header lookup scans every header).
         location = response.header("Location") if 300 <= response.status < 400 else None
         status = status_for_http(response.status, bool(location))
@@ -60,10 +60,13 @@ class Responses:
         if hop is not None:
             # Pushed before this entry's queue is released, so the dispatcher cannot finish in between.
             self.queues.push(await self.queue_key.key(hop["host"]), hop)
-        request_over()
+        return row
+
+    async def keep(self, entry: dict[str, Any], response: Response, rules: RobotsRules, row: dict[str, Any]) -> None:
+        """Parse the page (in the pool, or here) and record it with its row."""
         parse_text = parse_data = stored = None
         if self.parse_pool is not None:
             stored = await parse_in_pool(self.parse_pool, entry["url"], response, rules, row, self.log)
-        elif status == FetchStatus.SUCCESS and self.parsers is not None:
+        elif row["status"] == FetchStatus.SUCCESS and self.parsers is not None:
             parse_text, parse_data = parse_here(self.parsers, entry["url"], response, rules, self.log)
         self.record(entry, row, response, parse_text, parse_data, stored=stored)

@@ -133,8 +133,9 @@ class Fetcher:
         workers = cfg.fetcher.concurrency
         self.queues = FetchQueues(cfg.fetcher, workers, max_queued=max(1000, workers * 20), on_drop=self._drop,
                                   politeness=politeness, log=self.log)
-        self._record_response = Responses(self.redirects, self.parse_pool, self.parsers, self._record, self.queues,
-                                          self.queue_key, self.log).record_response
+        responses = Responses(self.redirects, self.parse_pool, self.parsers, self._record, self.queues,
+                              self.queue_key, self.log)
+        self._answer, self._keep = responses.answer, responses.keep  # per response: bound once
         self.expired = False  # fetcher.time_limit reached: the rest is recorded, not fetched
         self._committed: dict[int, set[str]] = {}
         self._workers: list[asyncio.Task[None]] = []
@@ -345,12 +346,11 @@ class Fetcher:
             self.queues.slow_down(hq, kind, retry_after_seconds(response.header("Retry-After")))
         else:
             self.queues.answered(hq, response.elapsed)
-        def request_over() -> None:
-            # The server is done with this request: the host's next one need not wait for the parse.
-            ticket.released = True
-            self.queues.release_queue(hq, True)
-
-        await self._record_response(entry, response, rules, request_over)
+        row = await self._answer(entry, response)
+        # The server is done with this request: the host's next one need not wait for the parse.
+        ticket.released = True
+        self.queues.release_queue(hq, True)
+        await self._keep(entry, response, rules, row)
 
     def _robots_allow(self, hq: HostQueue, entry: dict[str, Any], origin: str, rules: RobotsRules) -> bool:
         """Apply the entry's origin's robots.txt to it and to its queue; False if it is not to be fetched.
