@@ -299,6 +299,8 @@ class ParseConfig(Section):
     plugins: Annotated[dict[str, list[str]], AfterValidator(_merge_parse_plugins)] = PARSE_PLUGINS
     follow_nofollow_links: bool = False
     outlink_tags: list[Literal["a", "area", "frame", "iframe", "link"]] = ["a", "area", "frame", "iframe", "link"]
+    # Navigational <link rel> types (HTML 4's and HTML's): documentation generators (Sphinx, DocBook,
+    # Boostbook) link an index, a search page or a chapter only this way; stylesheets and icons are not pages.
     link_rels: list[str] = ["alternate", "next", "prev", "index", "contents", "search", "start", "first", "last", "up", "top", "home", "help", "glossary", "chapter", "section", "subsection", "appendix", "copyright"]
     gunzip_limit: Size = 50 * 1024 * 1024
     processes: int = Field(0, ge=0)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 import stringzilla
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from crawler.config import CrawlerConfig
+from crawler.config import CrawlerConfig, ParseConfig
 from crawler.parsers.base import Outlink, ParseResult
 from crawler.parsers.directives import Robots, parse_directives, robot_names
 from crawler.parsers.encoding import decode_utf8
@@ -17,10 +17,8 @@ from crawler.urls.normalize import PLAIN, Normalizer
 # Where each outlink element keeps its target.
 _TARGET_ATTR = {"a": "href", "area": "href", "frame": "src", "iframe": "src", "link": "href"}
 DEFAULT_TAGS = tuple(_TARGET_ATTR)
-# Navigational <link rel> types (HTML 4's and HTML's): documentation generators (Sphinx, DocBook,
-# Boostbook) link an index, a search page or a chapter only this way; stylesheets and icons are not pages.
-DEFAULT_LINK_RELS = ("alternate", "next", "prev", "index", "contents", "search", "start", "first", "last", "up",
-                     "top", "home", "help", "glossary", "chapter", "section", "subsection", "appendix", "copyright")
+# parse.link_rels' default: the navigational <link rel> types (the reason is beside the key).
+DEFAULT_LINK_RELS = tuple(ParseConfig.model_fields["link_rels"].default)
 _ABSOLUTE = ("http://", "https://")
 _OTHER_SCHEMES = ("javascript:", "mailto:", "tel:", "data:")
 # Never rendered as text. <title> is reported on its own and lands in <body> when a
