@@ -36,7 +36,7 @@ from protego import Protego
 from crawler.config import CrawlerConfig
 from crawler.errors import BlockedAddress, FetchError
 from crawler.fetcher.outcome import retry_after_seconds
-from crawler.protocols.base import Protocol, request_ready
+from crawler.protocols.base import Protocol
 from crawler.urls.filters import UrlFilters
 from crawler.urls.normalize import InvalidUrl, Normalizer, normalize
 
@@ -196,13 +196,15 @@ class RobotsCache:
         for _ in range(MAX_ROBOTS_REDIRECTS + 1):
             try:
                 protocol = self.protocol_for(target)
+                # Counted as a start of the queue from when its answer (or failure) is in, not from when it
+                # was sent: it is most often a host's first request, on a new connection the server reads a
+                # little after the crawler writes, so counted from the send the next page (on the kept-alive
+                # connection, read at once) could reach the server a millisecond or two inside the delay.
                 starts.append(time.monotonic())
-                # Counted from when its connection is ready, as the server sees it (request_ready).
-                ready = request_ready.set(lambda: starts.__setitem__(-1, time.monotonic()))
                 try:
                     response = await protocol.fetch(target, limit=MAX_ROBOTS_BYTES)
                 finally:
-                    request_ready.reset(ready)
+                    starts[-1] = time.monotonic()
             except BlockedAddress as exc:
                 # Not "unreachable": the URLs themselves are refused the same way, and fail for good.
                 return RobotsRules(reason=f"robots.txt not fetched: {exc}")
