@@ -189,7 +189,9 @@ def _invert(
         SELECT to_url, from_url, anchor, {hash_sql("to_url", "digest")} AS url_hash
         FROM (SELECT o.url AS to_url, url AS from_url, o.anchor AS anchor, md5(o.url) AS digest
               FROM (SELECT url, unnest(l) AS o FROM firsts) exploded) hashed""")
-    new_rows = int(con.rows("SELECT count(*) FROM new_inlinks")[0][0])
+    # Both counts in one statement: on a small update each statement costs more to plan than to run.
+    sources, new_rows = (int(n) for n in con.rows(
+        "SELECT (SELECT count(*) FROM sources), (SELECT count(*) FROM new_inlinks)")[0])
     buckets = bucket_count(old_rows + new_rows, cfg.linkdb.bucket_rows)
     meta["buckets"] = buckets
 
@@ -212,8 +214,7 @@ def _invert(
             INLINKS,
             single=False,
         )
-    sources = con.rows("SELECT count(*) FROM sources")[0][0]
-    return int(sources), written
+    return sources, written
 
 
 def _capped(merged: str, cap: int) -> str:
