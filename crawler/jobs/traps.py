@@ -192,12 +192,11 @@ def unfollow_duplicates(con: Any, cfg: CrawlerConfig, old_pages: str, old_links:
                       WHERE l.to_url = c.url AND z.digest = c.digest AND z.url <> c.url)""")
 
 
-def unfollowed_figures(parsed: str) -> tuple[str, str]:
-    """For updatedb's one statement of figures over table ``parsed``: a relation of its rows with ``left_out`` (the
-    page is in ``unfollowed``), and the two aggregates over it: those pages and the outlinks ``parsed`` kept for them."""
-    flagged = f"(SELECT *, url IN (SELECT url FROM unfollowed) AS left_out FROM {parsed})"
-    return flagged, ("count(CASE WHEN left_out THEN 1 END), "
-                     "coalesce(sum(CASE WHEN left_out THEN coalesce(array_length(kept), 0) ELSE 0 END), 0)")
+def unfollowed_figures() -> str:
+    """A one-row relation for updatedb's one statement of figures: ``unfollowed_pages`` (the pages of table
+    ``unfollowed``) and ``unfollowed_outlinks`` (the outlinks table ``parsed`` kept for them)."""
+    return """(SELECT count(*) AS unfollowed_pages, coalesce(sum(coalesce(array_length(p.kept), 0)), 0) AS unfollowed_outlinks
+        FROM parsed p WHERE p.url IN (SELECT url FROM unfollowed))"""
 
 
 def parent_sql(url: str) -> str:
@@ -206,7 +205,8 @@ def parent_sql(url: str) -> str:
     Not the folder a file sits in: '/a/index.html' is '/a/' again on most servers, a trap's
     '/t/sub/page.html' is '/t/page.html' again. A page in the root folder is its own parent.
     """
-    base = f"regexp_extract({url}, '^[^?#]*', 0)"
+    # The URL before any query or fragment, without a regex (a third of this expression's cost per page).
+    base = f"split_part(split_part({url}, '?', 1), '#', 1)"
     folder = f"regexp_extract({base}, '^[^?#]*/', 0)"
     up = f"regexp_extract(rtrim({folder}, '/'), '^[^?#]*/', 0)"
     return f"(CASE WHEN ends_with({up}, '://') THEN {url} ELSE {up} || substr({base}, length({folder}) + 1) END)"

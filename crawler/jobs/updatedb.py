@@ -345,14 +345,14 @@ def _count(con: JobEngine, segments: list[Segment], old_parts: list[Path], out: 
             WHERE EXISTS (SELECT 1 FROM fetched f WHERE f.url = w.url) GROUP BY status ORDER BY status"""
         )
     )
-    # One statement for the figures over the steps' tables: each costs more to plan than to run on a small update.
-    flagged, unfollowed_figures = traps.unfollowed_figures("parsed")
-    outlinks, sitemap_urls, pages, unfollowed, unfollowed_links, fetched = con.rows(f"""SELECT
-        coalesce(sum(CASE WHEN is_sitemap THEN 0 ELSE over_cap END), 0),
-        coalesce(sum(CASE WHEN is_sitemap THEN over_cap ELSE 0 END), 0),
-        count(CASE WHEN over_cap > 0 THEN 1 END),
-        {unfollowed_figures},
-        (SELECT count(*) FROM fetched) FROM {flagged} p""")[0]
+    # One statement for the figures over the steps' tables (each an aggregate: one row, so the cross joins give
+    # one): on a small update each statement costs more to plan than to run.
+    outlinks, sitemap_urls, pages, unfollowed, unfollowed_links, fetched = con.rows(f"""SELECT c.*, u.*, f.*
+        FROM (SELECT coalesce(sum(CASE WHEN is_sitemap THEN 0 ELSE over_cap END), 0) AS outlinks,
+                     coalesce(sum(CASE WHEN is_sitemap THEN over_cap ELSE 0 END), 0) AS sitemap_urls,
+                     count(CASE WHEN over_cap > 0 THEN 1 END) AS pages FROM parsed) c
+        CROSS JOIN {traps.unfollowed_figures()} u
+        CROSS JOIN (SELECT count(*) AS fetched FROM fetched) f""")[0]
     return UpdateReport(
         version=0,
         segments=[s.name for s in segments],
