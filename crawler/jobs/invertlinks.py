@@ -208,8 +208,10 @@ def _invert(
                      WHERE NOT EXISTS (SELECT 1 FROM sources s WHERE s.url = o.from_url) {split}
                      UNION ALL SELECT to_url, from_url, anchor FROM new_inlinks
                      WHERE url_hash % {buckets} = {bucket}"""
+        # A URL's inlinks all lie in this bucket: when it holds no more rows than the cap, none is over it.
+        cap = cfg.linkdb.max_inlinks if con.count_rows(parts) + new_rows > cfg.linkdb.max_inlinks else 0
         written += con.write(
-            f"{_capped(merged, cfg.linkdb.max_inlinks)} ORDER BY to_url, from_url",
+            f"{_capped(merged, cap)} ORDER BY to_url, from_url",
             out / "inlinks" / part_name(bucket),
             INLINKS,
             single=False,
