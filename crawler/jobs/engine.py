@@ -68,21 +68,41 @@ def parquet_source(files: list[Path] | list[str], schema: pa.Schema) -> str:
         return f"(SELECT {nulls} WHERE false)"
     listed = ", ".join(sql_string(str(f)) for f in files)
     present = _columns_in(files)
-    # Columns added to a schema later (nullable, DESIGN 2) are NULL in parts written before.
+    # Columns added to a schema later (nullable, DESIGN 2) are NULL in parts written before. A column every part
+    # holds with the schema's type is read as it is: DuckDB reads it as that type already, and each CAST is
+    # planned again wherever the relation is used (a few in every job's statements).
     columns = ", ".join(
-        f"CAST({f.name if f.name in present else 'NULL'} AS {duck_type(f.type)}) AS {f.name}" for f in schema
+        f.name if present.get(f.name) == [f.type] * len(files) and _read_as_is(f.type)
+        else f"CAST({f.name if f.name in present else 'NULL'} AS {duck_type(f.type)}) AS {f.name}"
+        for f in schema
     )
-    return f"(SELECT {columns} FROM read_parquet([{listed}], union_by_name = true))"
+    # Several parts may differ in their columns; one needs no union.
+    by_name = ", union_by_name = true" if len(files) > 1 else ""
+    return f"(SELECT {columns} FROM read_parquet([{listed}]{by_name}))"
 
 
-def _columns_in(files: list[Path] | list[str]) -> set[str]:
-    names: set[str] = set()
+def _read_as_is(dtype: pa.DataType) -> bool:
+    """Whether DuckDB reads a Parquet column of ``dtype`` as ``duck_type(dtype)`` (not timestamps: those come as
+    microseconds, and the schemas keep milliseconds)."""
+    if pa.types.is_list(dtype):
+        return _read_as_is(dtype.value_type)
+    if pa.types.is_map(dtype):
+        return _read_as_is(dtype.key_type) and _read_as_is(dtype.item_type)
+    if pa.types.is_struct(dtype):
+        return all(_read_as_is(f.type) for f in dtype)
+    return dtype in (pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.bool_())
+
+
+def _columns_in(files: list[Path] | list[str]) -> dict[str, list[pa.DataType]]:
+    """Each column name in ``files`` with its type in each file that has it."""
+    types: dict[str, list[pa.DataType]] = {}
     for file in files:
         try:
-            names.update(pq.read_schema(file).names)
+            for field in pq.read_schema(file):
+                types.setdefault(field.name, []).append(field.type)
         except (OSError, pa.ArrowException):
             continue  # unreadable: DuckDB's read then fails naming the file
-    return names
+    return types
 
 
 def arrow_batches(con: duckdb.DuckDBPyConnection, query: str, batch: int = 100_000) -> pa.RecordBatchReader:

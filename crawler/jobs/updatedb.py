@@ -152,7 +152,8 @@ def _merge(
     progress: JobProgress,
 ) -> UpdateReport:
     """The next version's pages and links in ``out``: one named step after another, each leaving its tables."""
-    old_pages = con.source(_parts(current, "pages"), PAGES)
+    old_parts = _parts(current, "pages")
+    old_pages = con.source(old_parts, PAGES)
     old_links = con.source(_parts(current, "links"), LINKS)
     progress.step("read fetch records")
     _read_fetched(con, segments)
@@ -170,7 +171,7 @@ def _merge(
     progress.step("write links")
     _write_links(con, old_links, out)
     progress.step("count")
-    return _count(con, segments, old_pages, out, written_pages)
+    return _count(con, segments, old_parts, out, written_pages)
 
 
 def _read_fetched(con: JobEngine, segments: list[Segment]) -> None:
@@ -246,10 +247,12 @@ def _distribute_scores(con: JobEngine, cfg: CrawlerConfig, old_pages: str, log: 
     handed to it, and whether anyone linked to it (a new page starts from 0 then, not the injected score)."""
     db = cfg.db
     redirects = f"('{FetchStatus.REDIRECT_PERM}', '{FetchStatus.REDIRECT_TEMP}')"
-    con.create_table("sources", f"""
-        SELECT p.url, p.score FROM {old_pages} p WHERE EXISTS (SELECT 1 FROM fetched f WHERE f.url = p.url)""")
+    # The old scores of the pages fetched are read once, here, so they are a CTE rather than a table.
     con.create_table("touched", f"""
-        WITH e AS (
+        WITH sources AS (
+            SELECT p.url, p.score FROM {old_pages} p WHERE EXISTS (SELECT 1 FROM fetched f WHERE f.url = p.url)
+        ),
+        e AS (
             SELECT from_url, to_url, fanout FROM new_links
             UNION ALL
             SELECT url, redirect_url, 1 FROM fetched
@@ -333,7 +336,7 @@ def _write_links(con: JobEngine, old_links: str, out: Path) -> None:
     con.write(f"SELECT {typed_columns(LINKS)} FROM ({links_query}) merged", out / "links" / part_name(0), LINKS, single=False)
 
 
-def _count(con: JobEngine, segments: list[Segment], old_pages: str, out: Path, written_pages: int) -> UpdateReport:
+def _count(con: JobEngine, segments: list[Segment], old_parts: list[Path], out: Path, written_pages: int) -> UpdateReport:
     """The report's figures, from the pages written and the tables of the steps."""
     written = con.source(sorted((out / "pages").glob("*.parquet")), PAGES)
     by_status = dict(
@@ -342,17 +345,21 @@ def _count(con: JobEngine, segments: list[Segment], old_pages: str, out: Path, w
             WHERE EXISTS (SELECT 1 FROM fetched f WHERE f.url = w.url) GROUP BY status ORDER BY status"""
         )
     )
-    outlinks, sitemap_urls, pages = con.rows("""SELECT
-        coalesce(sum(CASE WHEN is_sitemap THEN 0 ELSE over_cap END), 0),
-        coalesce(sum(CASE WHEN is_sitemap THEN over_cap ELSE 0 END), 0),
-        count(CASE WHEN over_cap > 0 THEN 1 END) FROM parsed""")[0]
+    # One statement for the figures over the steps' tables (each an aggregate: one row, so the cross joins give
+    # one): on a small update each statement costs more to plan than to run.
+    outlinks, sitemap_urls, pages, unfollowed, unfollowed_links, fetched = con.rows(f"""SELECT c.*, u.*, f.*
+        FROM (SELECT coalesce(sum(CASE WHEN is_sitemap THEN 0 ELSE over_cap END), 0) AS outlinks,
+                     coalesce(sum(CASE WHEN is_sitemap THEN over_cap ELSE 0 END), 0) AS sitemap_urls,
+                     count(CASE WHEN over_cap > 0 THEN 1 END) AS pages FROM parsed) c
+        CROSS JOIN {traps.unfollowed_figures()} u
+        CROSS JOIN (SELECT count(*) AS fetched FROM fetched) f""")[0]
     return UpdateReport(
         version=0,
         segments=[s.name for s in segments],
-        fetched=con.rows("SELECT count(*) FROM fetched")[0][0],
-        new_urls=written_pages - int(con.rows(f"SELECT count(*) FROM {old_pages} o")[0][0]),
+        fetched=int(fetched),
+        new_urls=written_pages - con.count_rows(old_parts),
         over_cap={"outlinks": int(outlinks), "sitemap_urls": int(sitemap_urls), "pages": int(pages)},
-        unfollowed=traps.unfollowed_counts(con),
+        unfollowed=(int(unfollowed), int(unfollowed_links)),
         by_status=by_status,
     )
 

@@ -145,8 +145,24 @@ def render_sql(
     }
     columns = {}
     for column, value in values.items():
-        whens = " ".join(
-            f"WHEN {f}.status = {_literal(r.fetch)}{conditions[r.when]} THEN {value(r)}" for r in TABLE
-        )
-        columns[column] = f"CASE {whens} ELSE {p}.{column} END"
+        # The rules are disjoint (one fetch status each, retry's split by its count), so one WHEN per distinct
+        # value gives the same CASE as one per rule, and rules that keep the old value fall to the ELSE:
+        # a third of the branches, and updatedb's pages statement is planned in that much less time.
+        kept = f"{p}.{column}"
+        grouped: dict[str, list[Rule]] = {}
+        for r in TABLE:
+            if value(r) != kept:
+                grouped.setdefault(value(r), []).append(r)
+        whens = " ".join(f"WHEN {_matches(rules, f, conditions)} THEN {v}" for v, rules in grouped.items())
+        columns[column] = f"CASE {whens} ELSE {kept} END" if whens else kept
     return columns
+
+
+def _matches(rules: list[Rule], f: str, conditions: dict[When, str]) -> str:
+    """SQL true when the fetch record ``f`` falls under one of ``rules``."""
+    always = [r.fetch for r in rules if r.when == ALWAYS]
+    terms = []
+    if always:
+        terms.append(f"{f}.status IN ({', '.join(_literal(s) for s in always)})")
+    terms += [f"({f}.status = {_literal(r.fetch)}{conditions[r.when]})" for r in rules if r.when != ALWAYS]
+    return terms[0] if len(terms) == 1 else "(" + " OR ".join(terms) + ")"
