@@ -74,7 +74,7 @@ def main() -> None:
     sys.path.insert(0, str(Path(args.tree).resolve() if args.tree else BENCH.parent))
 
     from crawler.protocols.decoding import Decoder
-    from crawler.segments.writer import http_records
+    from crawler.segments.warc import http_records
 
     responses = load_responses(sorted(glob.glob(args.warc)))
     if not responses:

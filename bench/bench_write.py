@@ -35,7 +35,8 @@ from crawler.models import FETCHER, PARSE_DATA, PARSE_TEXT, FetchStatus  # noqa:
 from crawler.parsers.dispatch import ParserDispatch  # noqa: E402
 from crawler.parsers.rows import parse_rows  # noqa: E402
 from crawler.protocols.base import Response  # noqa: E402
-from crawler.segments.writer import _Pending, http_records, write_parquet, write_part  # noqa: E402
+from crawler.segments.warc import http_records  # noqa: E402
+from crawler.segments.writer import _Pending, write_parquet, write_part  # noqa: E402
 
 HEADERS = [("Server", "nginx/1.22.1"), ("Date", "Mon, 30 Nov 2026 03:43:45 GMT"), ("Content-Type", "text/html"),
            ("Last-Modified", "Mon, 30 Nov 2026 03:43:27 GMT"), ("Connection", "keep-alive")]

@@ -1,4 +1,4 @@
-"""Statuses and the record schemas shared by the fetcher, the segment files and the jobs.
+"""The record schemas shared by the fetcher, the segment files and the jobs (the statuses: crawler/statuses.py).
 
 The schemas are the on-disk contract (DESIGN section 2): DuckDB, Spark, pandas
 and Polars read these Parquet columns directly, so change them only by adding
@@ -7,42 +7,13 @@ nullable columns.
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 import pyarrow as pa
 
-
-class FetchStatus(StrEnum):
-    """What the fetcher writes for one URL (DESIGN 6a)."""
-
-    SUCCESS = "success"
-    NOTMODIFIED = "notmodified"
-    REDIRECT_PERM = "redirect_perm"
-    REDIRECT_TEMP = "redirect_temp"
-    GONE = "gone"
-    ROBOTS_DENIED = "robots_denied"
-    RETRY = "retry"
-    FAILED = "failed"
-
-
-class DbStatus(StrEnum):
-    """A URL's state in the crawl database."""
-
-    UNFETCHED = "unfetched"
-    FETCHED = "fetched"
-    NOTMODIFIED = "notmodified"
-    GONE = "gone"
-    REDIRECT_TEMP = "redirect_temp"
-    REDIRECT_PERM = "redirect_perm"
-    RETRY = "retry"
-    DUPLICATE = "duplicate"
-
-
-class ParseStatus(StrEnum):
-    SUCCESS = "success"
-    FAILED = "failed"
-    UNPARSED = "unparsed"
-
+# Re-exported: most readers of the schemas also want the statuses.
+from crawler.statuses import ROBOTS_SITEMAPS as ROBOTS_SITEMAPS
+from crawler.statuses import DbStatus as DbStatus
+from crawler.statuses import FetchStatus as FetchStatus
+from crawler.statuses import ParseStatus as ParseStatus
 
 TIMESTAMP = pa.timestamp("ms")  # naive, always UTC: reads the same in DuckDB, Spark and pandas
 
@@ -115,7 +86,3 @@ PARSE_DATA = pa.schema(
         ("metadata", pa.map_(pa.string(), pa.string())),
     ]
 )
-# parse_data metadata key: how many of the last outlinks are robots.txt Sitemap: URLs the fetcher appended
-# (fetcher/records.add_robots_sitemaps). Their anchor, "sitemap", may also be a page's own link text, so
-# updatedb tells them by this count: it never cuts them.
-ROBOTS_SITEMAPS = "robots_sitemaps"

@@ -17,6 +17,7 @@ from crawler.jobs.inject import inject
 from crawler.jobs.invertlinks import invertlinks, unlinked_segments
 from crawler.jobs.updatedb import updatedb
 from crawler.log import get_logger
+from crawler.memory import give_back, settle
 from crawler.segments.layout import Segment, open_segment
 from crawler.segments.listing import segments_dir, unfinished_segments
 from crawler.storage.access import STATE
@@ -106,6 +107,7 @@ class _Steps:
     def fetch(self, name: str) -> None:
         with self.workspace.step(self.cfg, "fetch", FetchArgs(name)) as run:  # staged: the partitions it leased
             _fetch(run.cfg, open_segment(segments_dir(run.cfg) / name), run.args.partition, self.pool, self.robots)
+        give_back()  # the fetch's garbage, before updatedb's DuckDB memory is added on top
 
     def updatedb(self, name: str) -> None:
         with self.workspace.step(self.cfg, "updatedb", SegmentsArgs([name])) as run:
@@ -132,6 +134,7 @@ def _updatedb_fetched(cfg: CrawlerConfig, segment: Segment, log: Any) -> None:
 
 def _crawl(cfg: CrawlerConfig, args: argparse.Namespace, log: Any, pool: ParsePool | None) -> int:
     steps = _Steps(cfg, log, pool)
+    settle()
     if args.seeds:
         steps.inject(Path(args.seeds))
     # A crash leaves segments generated, half fetched, or merged into the webdb but not into the

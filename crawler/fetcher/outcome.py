@@ -5,7 +5,7 @@ from __future__ import annotations
 import email.utils
 from datetime import UTC, datetime
 
-from crawler.models import FetchStatus
+from crawler.statuses import FetchStatus
 
 _REDIRECTS = {301: FetchStatus.REDIRECT_PERM, 308: FetchStatus.REDIRECT_PERM,
               302: FetchStatus.REDIRECT_TEMP, 303: FetchStatus.REDIRECT_TEMP, 307: FetchStatus.REDIRECT_TEMP}

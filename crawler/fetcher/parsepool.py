@@ -44,10 +44,11 @@ from typing import Any
 from crawler.config import CrawlerConfig
 from crawler.errors import CrawlerError
 from crawler.fetcher.records import add_robots_sitemaps, body_digest
+from crawler.memory import give_back, settle
 from crawler.parsers.dispatch import ParserDispatch
 from crawler.parsers.rows import parse_rows
 from crawler.protocols.base import Response
-from crawler.segments.writer import as_served, http_records, write_part
+from crawler.segments.warc import as_served, http_records
 
 Rows = tuple[dict[str, Any], dict[str, Any], str]  # parse_text row, parse_data row, parse status
 
@@ -168,6 +169,13 @@ def _job(dispatch: ParserDispatch, job: tuple[Any, ...], to_writer: list[tuple[i
 
 def _writer(commits: Connection, done: Connection, pages: list[Connection]) -> None:
     """The writer process: keeps the pages from the parse processes until a commit writes them into a part."""
+    # Imported here, in the writer process only: the parse processes load this module too, and the
+    # Parquet side (pyarrow, ~70 MB resident) is none of theirs.
+    import pyarrow as pa
+
+    from crawler.segments.writer import write_part
+
+    settle()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     held: dict[int, tuple[Any, dict[str, Any] | None, dict[str, Any] | None]] = {}
     waiting: deque[tuple[int, Callable[..., None], tuple[Any, ...]]] = deque()
@@ -184,19 +192,22 @@ def _writer(commits: Connection, done: Connection, pages: list[Connection]) -> N
             else:
                 held.update((page[0], page[1:]) for page in message)
         # Every key of a commit is in ``held`` or still in a parse process's pipe (sent before its answer).
-        while waiting and all(k in held for k in _keys(waiting[0])):
+        while waiting and all(k in held for k in _keys(waiting[0], write_part)):
             call, fn, args = waiting.popleft()
             try:
                 if fn is write_part:
                     _resolve(args[3], held)
                 fn(*args)
+                if fn is write_part:  # the part's rows and Arrow's buffers: ~50-200 MB off this process's peak
+                    give_back()
+                    pa.default_memory_pool().release_unused()
                 reply = (call, None, None)
             except Exception as exc:  # noqa: BLE001 - raised in the fetch process, as an executor would
                 reply = (call, None, _transportable(exc))
             done.send_bytes(pickle.dumps([reply], protocol=5))
 
 
-def _keys(commit: tuple[int, Callable[..., None], tuple[Any, ...]]) -> list[int]:
+def _keys(commit: tuple[int, Callable[..., None], tuple[Any, ...]], write_part: Callable[..., None]) -> list[int]:
     _, fn, args = commit
     return [r for r in args[3].responses if isinstance(r, int)] if fn is write_part else []
 

@@ -14,9 +14,9 @@ from crawler.errors import CrawlerError
 from crawler.fetcher.parsepool import ParsePool, parse_to_rows
 from crawler.fetcher.records import add_robots_sitemaps, body_digest
 from crawler.fetcher.robots import RobotsRules
-from crawler.models import FetchStatus
 from crawler.parsers.dispatch import ParserDispatch
 from crawler.protocols.base import Response
+from crawler.statuses import FetchStatus
 
 Rows = tuple[dict[str, Any] | None, dict[str, Any] | None]  # (parse_text, parse_data) rows, None if none
 

@@ -14,9 +14,9 @@ from typing import Any
 from crawler.fetcher.events import FetchDone, FetchObserver, NullObserver
 from crawler.fetcher.progress import Counters
 from crawler.fetcher.records import fetch_row
-from crawler.models import FetchStatus
 from crawler.protocols.base import Response
 from crawler.segments.writer import PartitionWriter
+from crawler.statuses import FetchStatus
 
 
 class Recorder:

@@ -10,8 +10,8 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from crawler.models import ROBOTS_SITEMAPS, FetchStatus
 from crawler.protocols.base import Response
+from crawler.statuses import ROBOTS_SITEMAPS, FetchStatus
 
 _EPOCH = datetime(1970, 1, 1)
 

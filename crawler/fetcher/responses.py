@@ -20,9 +20,9 @@ from crawler.fetcher.queuekey import QueueKey
 from crawler.fetcher.records import fetch_row
 from crawler.fetcher.redirects import RedirectPolicy
 from crawler.fetcher.robots import RobotsRules
-from crawler.models import FetchStatus
 from crawler.parsers.dispatch import ParserDispatch
 from crawler.protocols.base import Response
+from crawler.statuses import FetchStatus
 from crawler.urls.normalize import InvalidUrl
 
 

@@ -40,12 +40,12 @@ from crawler.fetcher.redirects import HeldUrls, RedirectPolicy, listed_hashes
 from crawler.fetcher.responses import Responses
 from crawler.fetcher.resume import clear_leftovers, committed_urls
 from crawler.fetcher.robots import Remembered, RobotsCache, RobotsRules, origin_of, robots_cache
-from crawler.models import FetchStatus
 from crawler.parsers.dispatch import ParserDispatch
 from crawler.protocols.base import request_ready
 from crawler.protocols.pool import ProtocolPool
 from crawler.segments.layout import FETCH_OUTPUTS, Segment
 from crawler.segments.writer import PartitionWriter
+from crawler.statuses import FetchStatus
 
 # Failures that say "this host is in trouble" (they count towards max_exceptions_per_queue).
 _HOST_FAILURES = ("dns", "connect", "timeout", "tls")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from crawler.config import DbConfig
-from crawler.models import FetchStatus
+from crawler.statuses import FetchStatus
 
 
 def _fixed(db: DbConfig, f: str, p: str) -> str:

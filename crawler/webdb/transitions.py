@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from crawler.config import DbConfig
-from crawler.models import DbStatus, FetchStatus
+from crawler.statuses import DbStatus, FetchStatus
 
 
 class When(StrEnum):

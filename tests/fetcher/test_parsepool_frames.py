@@ -10,7 +10,7 @@ import threading
 
 from crawler.fetcher.parsepool import _Link, _page_job, _page_response, _pipe, _recv_job, _write_all
 from crawler.protocols.base import Response
-from crawler.segments.writer import as_served
+from crawler.segments.warc import as_served
 
 
 def _response(raw: bytes, body: bytes) -> Response:

@@ -17,7 +17,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from crawler.protocols.base import PROTOCOLS, Response
-from crawler.segments.writer import http_records
+from crawler.segments.warc import http_records
 from tests.fetcher.conftest import make_cfg, page, redirect
 
 _BODY = "<html><head><title>caf\u00e9</title></head><body>" + "text " * 4000 + "</body></html>"

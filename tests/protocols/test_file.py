@@ -11,7 +11,7 @@ from warcio.warcwriter import WARCWriter
 from crawler.config import load_config
 from crawler.errors import BlockedAddress
 from crawler.protocols.file import FileProtocol
-from crawler.segments.writer import warc_records
+from crawler.segments.warc import warc_records
 
 
 def _protocol(*overrides: str) -> FileProtocol:

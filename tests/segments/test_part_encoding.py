@@ -13,7 +13,8 @@ from warcio.archiveiterator import ArchiveIterator
 
 from crawler.models import PARSE_TEXT
 from crawler.protocols.base import PROTOCOLS
-from crawler.segments.writer import http_records, write_parquet
+from crawler.segments.warc import http_records
+from crawler.segments.writer import write_parquet
 from tests.fetcher.conftest import make_cfg
 
 _WORDS = ["station", "rain", "gauge", "wind", "data", "logger", "storm", "copper", "solar", "frost"]

@@ -1,0 +1,42 @@
+"""Hand memory a step no longer needs back to the kernel, between the steps of a long-lived process.
+
+A fetch leaves its garbage in reference cycles (aiohttp's responses and connections, futures,
+exceptions with their tracebacks) that CPython's generational collector reaches only at its next full
+collection, and glibc's malloc keeps freed memory at the top of its heaps and in its arenas. Measured
+on bench/realweb.py's crawl (docs/benchmarks.md), collecting and trimming after each step lowers the
+resident set between steps by 70-80 MB, and a parse pool's part writer's peak by 50 MB. Both calls
+take a few milliseconds: once a step or a part, not once a page.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+from collections.abc import Callable
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name).malloc_trim if name else None  # glibc only; musl and macOS have none
+    except (OSError, AttributeError):
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def settle() -> None:
+    """Exempt what is alive now (modules, the config, the process's long-lived state) from every later
+    collection: ``give_back`` then costs ~0.2 ms instead of ~17 ms, and so does each full collection
+    during a fetch. What is frozen still dies by reference count."""
+    gc.collect()
+    gc.freeze()
+
+
+def give_back() -> None:
+    """Collect reference cycles and return freed heap memory to the kernel where the C library can."""
+    gc.collect()
+    if _TRIM is not None:
+        _TRIM(0)
