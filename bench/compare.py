@@ -97,11 +97,13 @@ def _histogram(times: list[float]) -> dict[int, int]:
     return dict(sorted(Counter(int(t - start) for t in times).items()))
 
 
-# "crawler": one fetch process doing everything; "crawler-all": parsing and part writing in worker
-# processes kept for the whole crawl (fetcher.parse_processes), so every core works.
+# "crawler": the shipped defaults (fetcher.parse_processes: auto, a parse process for every core but the
+# fetch process's); "crawler-all": parse processes for every core but one, named (the same as auto, and
+# at least one on a 1-core machine); "crawler-one": one fetch process doing everything (parse_processes 0).
 CRAWLER_VARIANTS = {
     "crawler": [],
     "crawler-all": ["-D", f"fetcher.parse_processes={max(1, (os.cpu_count() or 2) - 1)}"],
+    "crawler-one": ["-D", "fetcher.parse_processes=0"],
 }
 
 

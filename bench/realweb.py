@@ -20,10 +20,11 @@ HTML written by others with compare.py's generated hosts, served by one nginx:
 Contenders, each its own process timed from outside (wall; user+sys CPU of it and every child it
 waited for, wait4; peak RSS of its largest process, wait4; and the peak of the RSS summed over all
 its processes, sampled from /proc every 100 ms, bench/proctree.py):
-- crawler / crawler-all: `crawler crawl --rounds 10` with the shipped defaults but the loopback
-  bench's settings (bench/crawlargs.py: private networks allowed, no delay, concurrency 256, 2 per
-  host) and db.ignore_external_links (the trees link to the real web); crawler-all adds
-  fetcher.parse_processes as compare.py does. Run from .venv-bench-crawler with PYTHONPATH=--source;
+- crawler / crawler-all / crawler-one: `crawler crawl --rounds 10` with the shipped defaults but the
+  loopback bench's settings (bench/crawlargs.py: private networks allowed, no delay, concurrency 256,
+  2 per host) and db.ignore_external_links (the trees link to the real web); crawler-all names
+  fetcher.parse_processes and crawler-one sets it to 0, as compare.py does. Run from
+  .venv-bench-crawler with PYTHONPATH=--source;
 - scrapy: bench/peers/scrapy_spider.py (robots, 2 per host, no delay, uvloop), allowed_domains =
   the web's addresses;
 - floor: bench/peers/floor.py over every URL the crawler requested, hosts interleaved.
@@ -312,7 +313,7 @@ def main() -> None:
     only = args.only.split(",")
     crawlers = [n for n in only if n in CRAWLER_VARIANTS or n in TREES]
     if set(only) - set(crawlers) - {"scrapy", "floor"}:
-        raise SystemExit(f"--only: crawler, crawler-all, scrapy, floor or a --tree name, not {args.only}")
+        raise SystemExit(f"--only: crawler, crawler-all, crawler-one, scrapy, floor or a --tree name, not {args.only}")
     needed = ([CRAWLER] if crawlers or "floor" in only else []) + ([args.scrapy_python] if {"scrapy", "floor"} & set(only) else [])
     for binary in needed:
         if not binary.exists():

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
+import os
 
 import pytest
 import structlog
 from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
+from crawler.config import spare_cores
 from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.service import fetch_segment
 from crawler.segments.layout import Segment
@@ -90,8 +92,13 @@ class TestParsePool:
                 assert all(r[2] == "success" and r[1]["title"] == "Page 1" for r in results)
 
     def test_config_key_bounds(self, tmp_path):
-        """fetcher.parse_processes is a count: 0 (parse in the fetch process) or more."""
-        assert make_cfg(tmp_path).fetcher.parse_processes == 0
+        """fetcher.parse_processes is a count, 0 (parse in the fetch process) or more, or "auto" (the default):
+        every usable core but the fetch process's, for a lone fetch process only."""
+        cores = len(os.sched_getaffinity(0))
+        assert make_cfg(tmp_path).fetcher.parse_processes == cores - 1 == spare_cores()
+        assert make_cfg(tmp_path, "fetcher.parse_processes=auto").fetcher.parse_processes == cores - 1
+        assert make_cfg(tmp_path, "fetcher.processes=2").fetcher.parse_processes == 0
+        assert make_cfg(tmp_path, "fetcher.parse_processes=0").fetcher.parse_processes == 0
         with pytest.raises(Exception, match="parse_processes"):
             make_cfg(tmp_path, "fetcher.parse_processes=-1")
 
