@@ -142,7 +142,7 @@ def _batches(con: Any, files: Iterable[Path], columns: list[str]) -> Iterable[pa
         try:
             # Through the engine: in an s3:// crawl's reference tree a part is a pointer to the bucket.
             yield from con.batches(file, columns)
-        except (OSError, pa.ArrowException) as exc:
+        except (OSError, pa.ArrowException, *con.errors) as exc:  # DuckDB reads them for its engine
             raise SegmentError(f"{file}: unreadable parse_text part ({str(exc).splitlines()[0]})") from exc
 
 

@@ -156,32 +156,39 @@ def _merge(
     old_pages = con.source(old_parts, PAGES)
     old_links = con.source(_parts(current, "links"), LINKS)
     progress.step("read fetch records")
-    _read_fetched(con, segments)
+    _read_fetched(con, segments, old_pages)
     progress.step("read parse data")
     _read_parsed(con, cfg, segments)
     progress.step("select outlinks")
     traps.unfollow_duplicates(con, cfg, old_pages, old_links)
-    _select_outlinks(con)
+    new_links = _new_links()
     progress.step("distribute scores")
-    _distribute_scores(con, cfg, old_pages, progress.log)
+    _distribute_scores(con, cfg, new_links, progress.log)
     pages_query = _pages_query(cfg.db, old_pages, now)
     progress.step("write pages")
     traps.register_signatures(con, segments)
     written_pages = _write_pages(con, pages_query, out)
     progress.step("write links")
-    _write_links(con, old_links, out)
+    _write_links(con, old_links, new_links, out)
     progress.step("count")
     return _count(con, segments, old_parts, out, written_pages)
 
 
-def _read_fetched(con: JobEngine, segments: list[Segment]) -> None:
-    """Table ``fetched``: the latest fetch record of each URL, with Last-Modified parsed."""
-    columns = ", ".join(["segment", *FETCHER.names])
+def _read_fetched(con: JobEngine, segments: list[Segment], old_pages: str) -> None:
+    """Table ``fetched``: the latest fetch record of each URL, with Last-Modified parsed and the page's old score.
+
+    The old score (NULL for a page the webdb did not hold) is what the page hands on (``_distribute_scores``):
+    joined here, to the fetch records, it reaches the outlinks with them, and no join meets the exploded
+    outlinks, whose count DuckDB cannot foresee (it built a hash table of all of them, +106 MB at 583k).
+    """
+    columns = ", ".join(f"l.{name}" for name in ["segment", *FETCHER.names])
     con.create_table("fetched", f"""
-        SELECT {columns}, try_strptime(last_modified, '%a, %d %b %Y %H:%M:%S GMT') AS modified_time
+        SELECT {columns}, try_strptime(l.last_modified, '%a, %d %b %Y %H:%M:%S GMT') AS modified_time,
+               p.score AS old_score
         FROM (SELECT *, row_number() OVER (PARTITION BY url ORDER BY fetch_time DESC NULLS LAST, segment DESC) AS rn
-              FROM {segment_source(con, segments, "fetcher", FETCHER)}) latest
-        WHERE rn = 1 AND url IS NOT NULL""")
+              FROM {segment_source(con, segments, "fetcher", FETCHER)}) l
+        LEFT JOIN {old_pages} p ON p.url = l.url
+        WHERE l.rn = 1 AND l.url IS NOT NULL""")
 
 
 def _read_parsed(con: JobEngine, cfg: CrawlerConfig, segments: list[Segment]) -> None:
@@ -202,7 +209,7 @@ def _read_parsed(con: JobEngine, cfg: CrawlerConfig, segments: list[Segment]) ->
     success = f"f.status = '{FetchStatus.SUCCESS}'"
     has_robots = "coalesce(array_length(r), 0) > 0"
     joined = f"""
-        SELECT f.url, f.status, {n} AS num_outlinks, d.is_sitemap,
+        SELECT f.url, f.status, f.old_score, {n} AS num_outlinks, d.is_sitemap,
                CASE WHEN d.is_sitemap THEN {_cap(cfg.sitemap.max_urls)} ELSE {_cap(db.max_outlinks)} END AS cap,
                CASE WHEN {success} THEN list_filter(CASE WHEN d.robots_sitemaps = 0 THEN d.outlinks
                                                          ELSE d.outlinks[1:{n} - d.robots_sitemaps] END, {valid}) END AS l,
@@ -214,7 +221,7 @@ def _read_parsed(con: JobEngine, cfg: CrawlerConfig, segments: list[Segment]) ->
                CASE WHEN {has_robots} THEN list_transform(r, lambda y: y.url) END AS robots_targets
         FROM ({joined}) joined"""
     unique = f"""
-        SELECT url, status, num_outlinks, is_sitemap, cap, targets,
+        SELECT url, status, old_score, num_outlinks, is_sitemap, cap, targets,
                list_filter(l, lambda o, i: list_position(targets, o.url) = i) AS u,
                CASE WHEN {has_robots} THEN list_filter(r, lambda o, i: list_position(robots_targets, o.url) = i) END AS r
         FROM ({with_targets}) with_targets"""
@@ -223,7 +230,7 @@ def _read_parsed(con: JobEngine, cfg: CrawlerConfig, segments: list[Segment]) ->
                CASE WHEN {has_robots} THEN list_transform(u[1:cap], lambda y: y.url) END AS capped_targets
         FROM ({unique}) uniq"""
     con.create_table("parsed", f"""
-        SELECT url, status, num_outlinks, is_sitemap,
+        SELECT url, status, old_score, num_outlinks, is_sitemap,
                greatest(array_length(u) - cap, 0) - CASE WHEN {has_robots}
                    THEN array_length(list_filter(r, lambda o: list_contains(targets, o.url)
                                                       AND NOT list_contains(capped_targets, o.url))) ELSE 0 END
@@ -234,36 +241,38 @@ def _read_parsed(con: JobEngine, cfg: CrawlerConfig, segments: list[Segment]) ->
         FROM ({capped}) capped""")
 
 
-def _select_outlinks(con: JobEngine) -> None:
-    """Table ``new_links``: the kept outlinks of the pages followed (not in ``unfollowed``), with their page's fanout."""
-    con.create_table("new_links", """
-        SELECT url AS from_url, o.url AS to_url, o.anchor AS anchor, fanout
-        FROM (SELECT url, array_length(kept) AS fanout, unnest(kept) AS o FROM parsed WHERE kept IS NOT NULL
-              AND url NOT IN (SELECT url FROM unfollowed)) exploded""")
+def _new_links() -> str:
+    """The kept outlinks of the pages followed (not in ``unfollowed``), with their page's fanout and old score, as a
+    relation.
+
+    Not a table: the same outlinks are in ``parsed.kept``, and exploded, each row repeating its page's URL, they
+    were a second copy twice the size (94 MB beside parsed's 48 at 583k outlinks). The two statements that read
+    it (the scores, the links written) each unnest the lists again as they stream.
+    """
+    return """(SELECT url AS from_url, o.url AS to_url, o.anchor AS anchor, fanout, old_score
+        FROM (SELECT url, old_score, array_length(kept) AS fanout, unnest(kept) AS o FROM parsed WHERE kept IS NOT NULL
+              AND url NOT IN (SELECT url FROM unfollowed)) exploded)"""
 
 
-def _distribute_scores(con: JobEngine, cfg: CrawlerConfig, old_pages: str, log: Any) -> None:
-    """Table ``touched``: every URL this update touches (link and redirect targets, fetched URLs) with the OPIC cash
+def _distribute_scores(con: JobEngine, cfg: CrawlerConfig, new_links: str, log: Any) -> None:
+    """Table ``touched``: every URL this update touches (``new_links`` and redirect targets, fetched URLs) with the OPIC cash
     handed to it, and whether anyone linked to it (a new page starts from 0 then, not the injected score)."""
     db = cfg.db
     redirects = f"('{FetchStatus.REDIRECT_PERM}', '{FetchStatus.REDIRECT_TEMP}')"
-    # The old scores of the pages fetched are read once, here, so they are a CTE rather than a table.
+    # The old scores of the pages fetched came with them (fetched.old_score): no join here.
     con.create_table("touched", f"""
-        WITH sources AS (
-            SELECT p.url, p.score FROM {old_pages} p WHERE EXISTS (SELECT 1 FROM fetched f WHERE f.url = p.url)
-        ),
-        e AS (
-            SELECT from_url, to_url, fanout FROM new_links
+        WITH e AS (
+            SELECT from_url, to_url, fanout, old_score FROM {new_links} n
             UNION ALL
-            SELECT url, redirect_url, 1 FROM fetched
+            SELECT url, redirect_url, 1, old_score FROM fetched
             WHERE status IN {redirects} AND redirect_url IS NOT NULL AND redirect_url <> ''
               AND {filter_sql(cfg.urls, "redirect_url")}
         )
         SELECT url, sum(cash) AS cash, bool_or(linked) AS linked FROM (
             SELECT e.to_url AS url, true AS linked,
                    CASE WHEN e.to_url = e.from_url THEN 0.0
-                        ELSE coalesce(s.score, {float(db.score_injected)!r}) / e.fanout END AS cash
-            FROM e LEFT JOIN sources s ON s.url = e.from_url
+                        ELSE coalesce(e.old_score, {float(db.score_injected)!r}) / e.fanout END AS cash
+            FROM e
             UNION ALL
             SELECT url, false, 0.0 FROM fetched) shares
         GROUP BY url""")
@@ -325,13 +334,13 @@ def _write_pages(con: JobEngine, pages_query: str, out: Path) -> int:
     return con.write(f"SELECT {typed_columns(PAGES)} FROM ({pages_query}) merged", pages_part, PAGES, single=False)
 
 
-def _write_links(con: JobEngine, old_links: str, out: Path) -> None:
-    """``out``/links: the old links but those of pages fetched and parsed again, and the ``new_links``."""
+def _write_links(con: JobEngine, old_links: str, new_links: str, out: Path) -> None:
+    """``out``/links: the old links but those of pages fetched and parsed again, and ``new_links``."""
     links_query = f"""
         SELECT from_url, to_url, anchor FROM {old_links} l
         WHERE NOT EXISTS (SELECT 1 FROM parsed s WHERE s.url = l.from_url AND s.status = '{FetchStatus.SUCCESS}')
         UNION ALL
-        SELECT from_url, to_url, anchor FROM new_links"""
+        SELECT from_url, to_url, anchor FROM {new_links} n"""
     (out / "links").mkdir()
     con.write(f"SELECT {typed_columns(LINKS)} FROM ({links_query}) merged", out / "links" / part_name(0), LINKS, single=False)
 
