@@ -162,7 +162,9 @@ def _job(dispatch: ParserDispatch, job: tuple[Any, ...], to_writer: list[tuple[i
             if status == "success" and sitemaps:
                 add_robots_sitemaps(parse_data, sitemaps)
         to_writer.append((key, archived(response), parse_text, parse_data))
-        return key, (status, digest, error), None
+        # The page text's length too: the fetch process counts it against fetcher.commit_bytes, since the
+        # writer holds the text until the commit (without it a part of gzip-served pages held ~3x the bound).
+        return key, (status, digest, error, len(parse_text['text'] or '') if parse_text else 0), None
     except Exception as exc:  # noqa: BLE001 - the fetch process handles it as if raised there
         return key, None, _transportable(exc)
 
@@ -373,9 +375,10 @@ class ParsePool:
             end.close()
 
     async def page(self, url: str, response: Response, content_type: str | None, parse: bool,
-                   sitemaps: list[str]) -> tuple[int, tuple[str | None, str | None, str | None]]:
+                   sitemaps: list[str]) -> tuple[int, tuple[str | None, str | None, str | None, int]]:
         """Hand a response to the pool: its key for the part writer, and if ``parse`` (a success) its parse
-        status, body digest and parse error (the page is archived even if its parse failed)."""
+        status, body digest, parse error (the page is archived even if its parse failed) and the length of
+        the text the writer holds for it."""
         key = next(self._keys)
         return key, await self._least_busy().call(key, _page_job(key, url, response, content_type, parse, sitemaps))
 

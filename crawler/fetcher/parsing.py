@@ -36,15 +36,17 @@ def parse_here(parsers: ParserDispatch, url: str, response: Response, rules: Rob
 
 
 async def parse_in_pool(pool: ParsePool, url: str, response: Response, rules: RobotsRules, row: dict[str, Any],
-                        log: Any) -> int | None:
+                        log: Any) -> tuple[int | None, int]:
     """Hand the page to the parse pool (parsed and digested if a success); the key its writer keeps it
-    under, or None if the pool failed (logged: the page is then archived without parse rows)."""
+    under, or None if the pool failed (logged: the page is then archived without parse rows), and the
+    length of the page text the writer holds with it."""
     parse = row["status"] == FetchStatus.SUCCESS
     # Taken now, not once parsed: the host's next page may reach the pool before this one answers.
     sitemaps, rules.sitemaps = (rules.sitemaps, []) if parse else ([], rules.sitemaps)
     stored = parse_status = None
+    text_chars = 0
     try:
-        stored, (parse_status, digest, error) = await pool.page(
+        stored, (parse_status, digest, error, text_chars) = await pool.page(
             url, response, response.header("Content-Type"), parse, sitemaps)
     except BrokenProcessPool as exc:
         error, digest = str(exc), body_digest(response.body) if parse else None
@@ -53,4 +55,4 @@ async def parse_in_pool(pool: ParsePool, url: str, response: Response, rules: Ro
     row["digest"] = digest
     if parse_status != "success" and sitemaps:
         rules.sitemaps = sitemaps + rules.sitemaps  # for the host's next parsed page
-    return stored
+    return stored, text_chars

@@ -65,8 +65,9 @@ class Responses:
     async def keep(self, entry: dict[str, Any], response: Response, rules: RobotsRules, row: dict[str, Any]) -> None:
         """Parse the page (in the pool, or here) and record it with its row."""
         parse_text = parse_data = stored = None
+        text_chars = 0
         if self.parse_pool is not None:
-            stored = await parse_in_pool(self.parse_pool, entry["url"], response, rules, row, self.log)
+            stored, text_chars = await parse_in_pool(self.parse_pool, entry["url"], response, rules, row, self.log)
         elif row["status"] == FetchStatus.SUCCESS and self.parsers is not None:
             parse_text, parse_data = parse_here(self.parsers, entry["url"], response, rules, self.log)
-        self.record(entry, row, response, parse_text, parse_data, stored=stored)
+        self.record(entry, row, response, parse_text, parse_data, stored=stored, held_text=text_chars)

@@ -115,12 +115,14 @@ class PartitionWriter:
         parse_text: dict[str, Any] | None = None,
         parse_data: dict[str, Any] | None = None,
         stored: int | None = None,
+        held_text: int = 0,
     ) -> None:
-        """``stored``: the key under which the pool's writer holds ``response`` and its parse rows."""
+        """``stored``: the key under which the pool's writer holds ``response`` and its parse rows, with
+        ``held_text`` characters of page text."""
         self.pending.fetcher.append(fetch)
         if stored is not None and response is not None:
             self.pending.responses.append(stored)
-            self.pending.bytes += len(response.raw_body)
+            self.pending.bytes += len(response.raw_body) + held_text
         elif response is not None:
             response = as_served(response)
             self.pending.responses.append(response)

@@ -4,10 +4,12 @@ whatever commit_records says, so the pages held in memory are bounded by size, n
 from __future__ import annotations
 
 import contextlib
+import gzip
 
 import pyarrow.parquet as pq
 import pytest
 import structlog
+from aiohttp import web
 
 from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.records import fetch_row
@@ -37,6 +39,31 @@ async def test_parts_are_cut_by_buffered_bytes(tmp_path, servers, processes):
     # commit_records alone would make one part; the pages fetched while a part is written join the next.
     assert sum(sizes) == 12 and len(parts) >= 2, sizes
     assert sorted(r["url"] for r in read_rows(seg, "parse_text")) == sorted(urls)
+
+
+def _gzipped(text: str):
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return web.Response(body=gzip.compress(text.encode()), content_type="text/html",
+                            headers={"Content-Encoding": "gzip"})
+
+    return handler
+
+
+@pytest.mark.parametrize("processes", [0, 1])
+async def test_the_text_of_gzip_served_pages_counts_too(tmp_path, servers, processes):
+    """A gzip-served page is ~1 kB as served and ~10 kB of text: held until the commit (in the fetch
+    process, or in the pool's writer), the text counts against the bound as well as the body."""
+    site = await servers("127.0.0.1", {f"/p{n}": _gzipped(BODY) for n in range(12)})
+    urls = [site.url(f"/p{n}") for n in range(12)]
+    cfg = make_cfg(tmp_path, "fetcher.commit_records=1000", "fetcher.commit_bytes=25KB",
+                   f"fetcher.parse_processes={processes}", "fetcher.per_host_concurrency=1")
+    seg = make_segment(tmp_path, urls)
+    with ParsePool(cfg, processes) if processes else contextlib.nullcontext() as pool:
+        await fetch_segment(cfg, seg, structlog.get_logger(), parse_pool=pool)
+    sizes = [pq.read_metadata(p).num_rows for p in seg.parts("fetcher")]
+    # The bodies alone (~12 kB) would make one part. (The pages answered while a part is written join
+    # the next one, up to one a worker: the bound is where a worker starts to wait, not a hard cap.)
+    assert sum(sizes) == 12 and len(sizes) >= 2, sizes
 
 
 async def test_a_part_holds_what_reaches_the_bound(tmp_path):
