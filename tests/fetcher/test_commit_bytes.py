@@ -23,21 +23,26 @@ from tests.fetcher.conftest import make_cfg, make_segment, page, read_rows
 BODY = "<html><body>" + "".join(f"<p>word{i} " * 50 + "</p><!-- " + "x" * 200 + " -->" for i in range(20)) + "</body></html>"
 
 
-@pytest.mark.parametrize("processes", [0, 1])
-async def test_parts_are_cut_by_buffered_bytes(tmp_path, servers, processes):
-    site = await servers("127.0.0.1", {f"/p{n}": page(BODY) for n in range(12)})
+async def _fetch_twelve(tmp_path, servers, handler, bound: str, processes: int):
+    """Fetch 12 pages served by ``handler`` under ``fetcher.commit_bytes=bound``; the segment, its URLs
+    and the rows of each fetcher part."""
+    site = await servers("127.0.0.1", {f"/p{n}": handler for n in range(12)})
     urls = [site.url(f"/p{n}") for n in range(12)]
-    # Three pages' body and text are ~90 kB: a part every three or four pages, never one for all twelve.
-    cfg = make_cfg(tmp_path, "fetcher.commit_records=1000", "fetcher.commit_bytes=80KB",
+    cfg = make_cfg(tmp_path, "fetcher.commit_records=1000", f"fetcher.commit_bytes={bound}",
                    f"fetcher.parse_processes={processes}", "fetcher.per_host_concurrency=1")
     seg = make_segment(tmp_path, urls)
     with ParsePool(cfg, processes) if processes else contextlib.nullcontext() as pool:
         report = await fetch_segment(cfg, seg, structlog.get_logger(), parse_pool=pool)
     assert not report.stopped
-    parts = seg.parts("fetcher")
-    sizes = [pq.read_metadata(p).num_rows for p in parts]
+    return seg, urls, [pq.read_metadata(p).num_rows for p in seg.parts("fetcher")]
+
+
+@pytest.mark.parametrize("processes", [0, 1])
+async def test_parts_are_cut_by_buffered_bytes(tmp_path, servers, processes):
+    # Three pages' body and text are ~90 kB: a part every three or four pages, never one for all twelve.
+    seg, urls, sizes = await _fetch_twelve(tmp_path, servers, page(BODY), "80KB", processes)
     # commit_records alone would make one part; the pages fetched while a part is written join the next.
-    assert sum(sizes) == 12 and len(parts) >= 2, sizes
+    assert sum(sizes) == 12 and len(sizes) >= 2, sizes
     assert sorted(r["url"] for r in read_rows(seg, "parse_text")) == sorted(urls)
 
 
@@ -53,14 +58,7 @@ def _gzipped(text: str):
 async def test_the_text_of_gzip_served_pages_counts_too(tmp_path, servers, processes):
     """A gzip-served page is ~1 kB as served and ~10 kB of text: held until the commit (in the fetch
     process, or in the pool's writer), the text counts against the bound as well as the body."""
-    site = await servers("127.0.0.1", {f"/p{n}": _gzipped(BODY) for n in range(12)})
-    urls = [site.url(f"/p{n}") for n in range(12)]
-    cfg = make_cfg(tmp_path, "fetcher.commit_records=1000", "fetcher.commit_bytes=25KB",
-                   f"fetcher.parse_processes={processes}", "fetcher.per_host_concurrency=1")
-    seg = make_segment(tmp_path, urls)
-    with ParsePool(cfg, processes) if processes else contextlib.nullcontext() as pool:
-        await fetch_segment(cfg, seg, structlog.get_logger(), parse_pool=pool)
-    sizes = [pq.read_metadata(p).num_rows for p in seg.parts("fetcher")]
+    _seg, _urls, sizes = await _fetch_twelve(tmp_path, servers, _gzipped(BODY), "25KB", processes)
     # The bodies alone (~12 kB) would make one part. (The pages answered while a part is written join
     # the next one, up to one a worker: the bound is where a worker starts to wait, not a hard cap.)
     assert sum(sizes) == 12 and len(sizes) >= 2, sizes
