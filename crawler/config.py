@@ -152,6 +152,9 @@ class FetcherConfig(Section):
     # process. "auto" (the default): every usable core but the fetch process's own, so that a 2-core machine
     # parses on its second core (docs/benchmarks.md: +6-23 % pages/s on the bench webs).
     parse_processes: int = Field("auto", ge=0, le=256)  # type: ignore[assignment]
+    # A pool's processes take ~0.4 CPU s each to start (their imports), about what it saves on ~1,000 pages:
+    # a fetch of fewer entries (a crawl's first rounds, a small site) parses in the fetch process.
+    parse_pool_min_entries: int = Field(1000, ge=0)
     progress_interval: Duration = 10.0
     watchdog_after: Duration = Field(0.0, ge=0.0)  # a request in flight longer is logged as stuck; 0 = 2 x http.timeout.total + 5 s
 

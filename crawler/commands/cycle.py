@@ -9,9 +9,8 @@ from typing import Any
 
 from crawler.config import CrawlerConfig, with_overrides
 from crawler.errors import SegmentError, UsageError
-from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.robots import Remembered
-from crawler.fetcher.runner import own_parse_pool, run_fetch
+from crawler.fetcher.runner import RoundsPool, run_fetch
 from crawler.jobs.generate import generate
 from crawler.jobs.inject import inject
 from crawler.jobs.invertlinks import invertlinks, unlinked_segments
@@ -47,8 +46,9 @@ def cmd_generate(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
 
 
 def _fetch(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None = None,
-           parse_pool: ParsePool | None = None, robots_memory: Remembered | None = None) -> None:
-    run_fetch(cfg, segment, partitions, parse_pool, robots_memory)
+           pools: RoundsPool | None = None, robots_memory: Remembered | None = None) -> None:
+    pool = pools.for_fetch(segment, partitions) if pools is not None else None
+    run_fetch(cfg, segment, partitions, pool, robots_memory)
 
 
 def cmd_fetch(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
@@ -70,9 +70,9 @@ def cmd_crawl(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
     log = get_logger(command="crawl")
     if args.rounds < 0:
         raise UsageError(f"--rounds must be 0 or more, got {args.rounds}")
-    # One parse pool for every round (its workers start while inject runs), when fetching in this process.
-    with own_parse_pool(cfg) if cfg.fetcher.processes == 1 else contextlib.nullcontext() as pool:
-        return _crawl(cfg, args, log, pool)
+    # One parse pool for the rounds, from the first that wants one, when fetching in this process.
+    with RoundsPool(cfg) if cfg.fetcher.processes == 1 else contextlib.nullcontext() as pools:
+        return _crawl(cfg, args, log, pools)
 
 
 class _Steps:
@@ -83,8 +83,8 @@ class _Steps:
     bucket holds every finished step and a kill loses only the one in progress.
     """
 
-    def __init__(self, cfg: CrawlerConfig, log: Any, pool: ParsePool | None) -> None:
-        self.cfg, self.log, self.pool = cfg, log, pool
+    def __init__(self, cfg: CrawlerConfig, log: Any, pools: RoundsPool | None) -> None:
+        self.cfg, self.log, self.pools = cfg, log, pools
         self.workspace: Workspace = open_workspace(cfg)
         # Each round's fetch has its own event loop and connections; the robots.txt answers it settled
         # carry over, so a host's robots.txt is asked once per robots.cache_ttl, not once per round.
@@ -106,7 +106,7 @@ class _Steps:
 
     def fetch(self, name: str) -> None:
         with self.workspace.step(self.cfg, "fetch", FetchArgs(name)) as run:  # staged: the partitions it leased
-            _fetch(run.cfg, open_segment(segments_dir(run.cfg) / name), run.args.partition, self.pool, self.robots)
+            _fetch(run.cfg, open_segment(segments_dir(run.cfg) / name), run.args.partition, self.pools, self.robots)
         give_back()  # the fetch's garbage, before updatedb's DuckDB memory is added on top
 
     def updatedb(self, name: str) -> None:
@@ -132,8 +132,8 @@ def _updatedb_fetched(cfg: CrawlerConfig, segment: Segment, log: Any) -> None:
     updatedb(cfg, [segment], log)
 
 
-def _crawl(cfg: CrawlerConfig, args: argparse.Namespace, log: Any, pool: ParsePool | None) -> int:
-    steps = _Steps(cfg, log, pool)
+def _crawl(cfg: CrawlerConfig, args: argparse.Namespace, log: Any, pools: RoundsPool | None) -> int:
+    steps = _Steps(cfg, log, pools)
     settle()
     if args.seeds:
         steps.inject(Path(args.seeds))

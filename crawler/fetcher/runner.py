@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import uvloop
 
 from crawler.config import CrawlerConfig
@@ -29,7 +30,7 @@ from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.robots import Remembered
 from crawler.fetcher.service import FetchReport, fetch_segment
 from crawler.log import configure_logging, get_logger
-from crawler.segments.layout import Segment
+from crawler.segments.layout import Segment, part_numbers
 
 _STOPPED = 3  # a child's exit code when a signal stopped it
 # Young-generation threshold while fetching (Python's default is 700): a page's objects live for a
@@ -110,8 +111,9 @@ def _child(cfg: CrawlerConfig, segment_path: str, partitions: list[int]) -> None
     # Ctrl-C reaches the whole process group; the parent alone decides and passes SIGTERM on.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     configure_logging(cfg.log)
-    with own_parse_pool(cfg) as pool, fetch_gc():
-        report = uvloop.run(_fetch_until_signal(cfg, Segment(Path(segment_path)), partitions, pool))
+    segment = Segment(Path(segment_path))
+    with own_parse_pool(cfg, segment, partitions) as pool, fetch_gc():
+        report = uvloop.run(_fetch_until_signal(cfg, segment, partitions, pool))
     raise SystemExit(_STOPPED if report.stopped else 0)
 
 
@@ -121,14 +123,54 @@ def shares(partitions: list[int], processes: int) -> list[list[int]]:
     return [partitions[i::count] for i in range(count)]
 
 
+def wants_pool(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None = None) -> bool:
+    """Whether a fetch of ``segment`` (its ``partitions``) parses in a pool: configured, and with
+    ``fetcher.parse_pool_min_entries`` entries or more to fetch (enough to pay for the pool's start)."""
+    if not cfg.fetcher.parse or cfg.fetcher.parse_processes < 1:
+        return False
+    wanted = set(partitions) if partitions is not None else None
+    entries = 0
+    for part in segment.parts("fetchlist"):
+        numbers = part_numbers(part.name)
+        if numbers and (wanted is None or numbers[0] in wanted):
+            entries += pq.read_metadata(part).num_rows
+            if entries >= cfg.fetcher.parse_pool_min_entries:
+                return True
+    return entries >= cfg.fetcher.parse_pool_min_entries
+
+
 @contextlib.contextmanager
-def own_parse_pool(cfg: CrawlerConfig, pool: ParsePool | None = None) -> Iterator[ParsePool | None]:
-    """``pool`` if given (crawl keeps one for all rounds), else a new one for this fetch if configured."""
-    if pool is not None or not cfg.fetcher.parse or cfg.fetcher.parse_processes < 1:
+def own_parse_pool(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None = None,
+                   pool: ParsePool | None = None) -> Iterator[ParsePool | None]:
+    """``pool`` if given (crawl keeps one for its rounds), else a new one for this fetch if it wants one."""
+    if pool is not None or not wants_pool(cfg, segment, partitions):
         yield pool
         return
     with ParsePool(cfg, cfg.fetcher.parse_processes) as own:
         yield own
+
+
+class RoundsPool:
+    """``crawl``'s parse pool: started by the first fetch that wants one (``wants_pool``), kept for the rounds
+    after it (a crawl's rounds grow: the first fetch a seed list, the later ones what it linked to)."""
+
+    def __init__(self, cfg: CrawlerConfig) -> None:
+        self.cfg = cfg
+        self.pool: ParsePool | None = None
+
+    def for_fetch(self, segment: Segment, partitions: list[int] | None) -> ParsePool | None:
+        if self.pool is None and wants_pool(self.cfg, segment, partitions):
+            self.pool = ParsePool(self.cfg, self.cfg.fetcher.parse_processes)
+            get_logger(command="crawl").info("crawl.parse_pool", processes=self.pool.processes,
+                                             segment=segment.name)
+        return self.pool
+
+    def __enter__(self) -> RoundsPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.close()
 
 
 def run_fetch(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None = None,
@@ -141,7 +183,7 @@ def run_fetch(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None
     chosen = partitions if partitions is not None else segment.fetchlist_partitions()
     groups = shares(chosen, cfg.fetcher.processes)
     if len(groups) <= 1:
-        with own_parse_pool(cfg, parse_pool) as pool, fetch_gc():
+        with own_parse_pool(cfg, segment, partitions, parse_pool) as pool, fetch_gc():
             report = uvloop.run(_fetch_until_signal(cfg, segment, partitions, pool, robots_memory))
         stopped = report.stopped
     else:

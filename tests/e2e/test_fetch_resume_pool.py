@@ -8,7 +8,7 @@ from tests.fetcher.conftest import read_rows
 
 __all__ = ["slow_hosts"]  # the fixture, used by name
 
-POOL = ["-D", "fetcher.parse_processes=1"]
+POOL = ["-D", "fetcher.parse_processes=1", "-D", "fetcher.parse_pool_min_entries=0"]
 
 
 class TestResumeWithParsePool:

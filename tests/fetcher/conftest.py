@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ import structlog
 from aiohttp import web
 
 from crawler.config import CrawlerConfig, load_config
+from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.service import FetchReport, fetch_segment
 from crawler.models import FETCHLIST
 from crawler.segments.layout import Segment, part_name, partition_of
@@ -133,12 +135,15 @@ def make_cfg(tmp_path: Path, *overrides: str) -> CrawlerConfig:
 
 
 async def fetch(tmp_path: Path, urls: list[str], *overrides: str, partitions: int = 1,
-                stop: asyncio.Event | None = None) -> tuple[FetchReport, dict[str, dict[str, Any]], list[dict]]:
-    """Fetch a segment of ``urls``; returns the report, fetcher rows by URL, and the captured log events."""
+                stop: asyncio.Event | None = None,
+                pool_processes: int = 0) -> tuple[FetchReport, dict[str, dict[str, Any]], list[dict]]:
+    """Fetch a segment of ``urls`` (parsed in a pool of ``pool_processes`` if any); returns the report, fetcher
+    rows by URL, and the captured log events."""
     cfg = make_cfg(tmp_path, *overrides)
     seg = make_segment(tmp_path, urls, partitions)
-    with structlog.testing.capture_logs() as logs:
-        report = await fetch_segment(cfg, seg, structlog.get_logger(), stop=stop)
+    with ParsePool(cfg, pool_processes) if pool_processes else contextlib.nullcontext() as pool, \
+            structlog.testing.capture_logs() as logs:
+        report = await fetch_segment(cfg, seg, structlog.get_logger(), stop=stop, parse_pool=pool)
     return report, rows_by_url(seg), logs
 
 

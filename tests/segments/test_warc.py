@@ -91,7 +91,7 @@ async def test_warc_truncated_only_when_the_archived_payload_was_cut(tmp_path, s
     a payload cut at the limit as served is marked WARC-Truncated: length. warcio reads and checks both."""
     site = await servers("127.0.0.1", {path: handler for path, handler, *_ in TRUNCATION})
     _, rows, _ = await fetch(tmp_path, [site.url(p) for p, *_ in TRUNCATION], f"http.content_limit={LIMIT}",
-                             f"fetcher.parse_processes={processes}")
+                             pool_processes=processes)
     warcs = sorted((tmp_path / "segments").glob("*/content/*.warc.gz"))
     check = _warcio("check", *map(str, warcs))
     assert check.returncode == 0, check.stdout + check.stderr

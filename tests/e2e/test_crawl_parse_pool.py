@@ -1,0 +1,38 @@
+"""`crawl` starts its parse pool at the first round large enough to pay for it (fetcher.parse_pool_min_entries)."""
+
+from __future__ import annotations
+
+from crawler.segments.layout import Segment
+from tests.conftest import run_crawler
+from tests.fetcher.conftest import read_rows
+
+
+def _pool_events(result) -> list[dict]:
+    return [e for e in result.events() if e.get("event") == "crawl.parse_pool"]
+
+
+async def _crawl(tmp_path, demo_site, crawl_args, *overrides: str):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(demo_site.url("/") + "\n")
+    result = await run_crawler("crawl", "--seeds", str(seeds), "--rounds", "3", *crawl_args,
+                               "-D", "fetcher.parse_processes=1", *overrides)
+    assert result.code == 0, result.stderr[-2000:]
+    return result
+
+
+async def test_a_small_crawl_parses_in_the_fetch_process(tmp_path, demo_site, crawl_args):
+    """No round of the demo site has 1,000 entries: no pool is started, and every page is parsed all the same."""
+    result = await _crawl(tmp_path, demo_site, crawl_args)
+    assert _pool_events(result) == []
+    segments = [Segment(p) for p in sorted((tmp_path / "segments").iterdir())]
+    fetched = {r["url"] for s in segments for r in read_rows(s) if r["status"] == "success"}
+    assert len(fetched) > 5 and {r["url"] for s in segments for r in read_rows(s, "parse_text")} == fetched
+
+
+async def test_the_pool_starts_once_at_the_first_round_that_wants_it(tmp_path, demo_site, crawl_args):
+    result = await _crawl(tmp_path, demo_site, crawl_args, "-D", "fetcher.parse_pool_min_entries=2")
+    started = _pool_events(result)
+    # The first round fetches the one seed; the second, what it linked to; the pool is kept after that.
+    assert len(started) == 1 and started[0]["processes"] == 1
+    rounds = [e["segment"] for e in result.events() if e.get("event") == "crawl.round"]
+    assert started[0]["segment"] == rounds[1]
