@@ -158,7 +158,6 @@ class FetcherConfig(Section):
     progress_interval: Duration = 10.0
     watchdog_after: Duration = Field(0.0, ge=0.0)  # a request in flight longer is logged as stuck; 0 = 2 x http.timeout.total + 5 s
 
-
     @field_validator("parse_processes", mode="before")
     @classmethod
     def _auto_parse_processes(cls, value: Any, info: ValidationInfo) -> Any:

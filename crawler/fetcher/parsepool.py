@@ -164,7 +164,7 @@ def _job(dispatch: ParserDispatch, job: tuple[Any, ...], to_writer: list[tuple[i
         to_writer.append((key, archived(response), parse_text, parse_data))
         # The page text's length too: the fetch process counts it against fetcher.commit_bytes, since the
         # writer holds the text until the commit (without it a part of gzip-served pages held ~3x the bound).
-        return key, (status, digest, error, len(parse_text['text'] or '') if parse_text else 0), None
+        return key, (status, digest, error, len(parse_text["text"] or "") if parse_text else 0), None
     except Exception as exc:  # noqa: BLE001 - the fetch process handles it as if raised there
         return key, None, _transportable(exc)
 

@@ -191,7 +191,7 @@ class RobotsCache:
         return rules
 
     async def _follow(self, origin: str, starts: list[float]) -> RobotsRules:
-        """Fetch ``origin``'s robots.txt through its redirects; ``starts`` gets each request's start time."""
+        """Fetch ``origin``'s robots.txt through its redirects; ``starts`` gets, for each request, when its answer came in."""
         target = origin + "/robots.txt"
         for _ in range(MAX_ROBOTS_REDIRECTS + 1):
             try:
@@ -200,11 +200,10 @@ class RobotsCache:
                 # was sent: it is most often a host's first request, on a new connection the server reads a
                 # little after the crawler writes, so counted from the send the next page (on the kept-alive
                 # connection, read at once) could reach the server a millisecond or two inside the delay.
-                starts.append(time.monotonic())
                 try:
                     response = await protocol.fetch(target, limit=MAX_ROBOTS_BYTES)
                 finally:
-                    starts[-1] = time.monotonic()
+                    starts.append(time.monotonic())
             except BlockedAddress as exc:
                 # Not "unreachable": the URLs themselves are refused the same way, and fail for good.
                 return RobotsRules(reason=f"robots.txt not fetched: {exc}")

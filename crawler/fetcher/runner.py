@@ -30,7 +30,7 @@ from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.robots import Remembered
 from crawler.fetcher.service import FetchReport, fetch_segment
 from crawler.log import configure_logging, get_logger
-from crawler.segments.layout import Segment, part_numbers
+from crawler.segments.layout import Segment
 
 _STOPPED = 3  # a child's exit code when a signal stopped it
 # Young-generation threshold while fetching (Python's default is 700): a page's objects live for a
@@ -128,14 +128,9 @@ def wants_pool(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | Non
     ``fetcher.parse_pool_min_entries`` entries or more to fetch (enough to pay for the pool's start)."""
     if not cfg.fetcher.parse or cfg.fetcher.parse_processes < 1:
         return False
-    wanted = set(partitions) if partitions is not None else None
-    entries = 0
-    for part in segment.parts("fetchlist"):
-        numbers = part_numbers(part.name)
-        if numbers and (wanted is None or numbers[0] in wanted):
-            entries += pq.read_metadata(part).num_rows
-            if entries >= cfg.fetcher.parse_pool_min_entries:
-                return True
+    present = set(segment.fetchlist_partitions())
+    chosen = present if partitions is None else present.intersection(partitions)
+    entries = sum(pq.read_metadata(segment.fetchlist_part(p)).num_rows for p in chosen)
     return entries >= cfg.fetcher.parse_pool_min_entries
 
 
