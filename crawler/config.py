@@ -155,6 +155,11 @@ class FetcherConfig(Section):
     # A pool's processes take ~0.4 CPU s each to start (their imports), about what it saves on ~1,000 pages:
     # a fetch of fewer entries (a crawl's first rounds, a small site) parses in the fetch process.
     parse_pool_min_entries: int = Field(1000, ge=0)
+    # In-round following (crawler/fetcher/follow.py): a page's same-origin outlinks that the webdb does not
+    # know are fetched in the same fetch, up to this many link hops from a fetchlist entry; 0 = off (new links
+    # wait for updatedb and the next round). Without it a site costs one round per level of its link tree.
+    follow_depth: int = Field(1000, ge=0)
+    follow_max_per_host: int = Field(5000, ge=0)  # URLs one fetch follows on one host; the rest wait a round
     progress_interval: Duration = 10.0
     watchdog_after: Duration = Field(0.0, ge=0.0)  # a request in flight longer is logged as stuck; 0 = 2 x http.timeout.total + 5 s
 

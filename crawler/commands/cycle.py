@@ -48,7 +48,8 @@ def cmd_generate(cfg: CrawlerConfig, args: argparse.Namespace) -> int:
 def _fetch(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None = None,
            pools: RoundsPool | None = None, robots_memory: Remembered | None = None) -> None:
     pool = pools.for_fetch(segment, partitions) if pools is not None else None
-    run_fetch(cfg, segment, partitions, pool, robots_memory)
+    run_fetch(cfg, segment, partitions, pool, robots_memory,
+              start_pool=pools.later(segment) if pools is not None else None)
 
 
 def cmd_fetch(cfg: CrawlerConfig, args: argparse.Namespace) -> int:

@@ -43,6 +43,7 @@ from typing import Any
 
 from crawler.config import CrawlerConfig
 from crawler.errors import CrawlerError
+from crawler.fetcher.outlinks import same_origin_links
 from crawler.fetcher.records import add_robots_sitemaps, body_digest
 from crawler.memory import give_back, settle
 from crawler.parsers.dispatch import ParserDispatch
@@ -99,7 +100,7 @@ def _recv_job(jobs: Connection) -> tuple[Any, ...]:
 
 
 def _page_job(key: int, url: str, response: Response, content_type: str | None, parse: bool,
-              sitemaps: list[str]) -> list[bytes]:
+              sitemaps: list[str], links: bool) -> list[bytes]:
     # The fields as ``as_served`` would leave them: a body that is the raw body (sent identity-encoded)
     # goes once; past parsing a decoded copy is not archived, so it does not go.
     r = response
@@ -107,7 +108,7 @@ def _page_job(key: int, url: str, response: Response, content_type: str | None, 
     meta = (r.url, r.status, r.reason, r.headers, r.truncated, r.http_version, r.request_headers, r.peer_ip,
             r.elapsed, r.raw_truncated)
     bodies = [r.raw_body] if same else [r.raw_body, r.body if parse or not r.body else b""]
-    return _job_frames(("page", key, url, meta, content_type, parse, sitemaps), bodies)
+    return _job_frames(("page", key, url, meta, content_type, parse, sitemaps, links), bodies)
 
 
 def _page_response(meta: tuple[Any, ...], bodies: tuple[bytes, ...]) -> Response:
@@ -127,6 +128,7 @@ def _parse_worker(cfg: CrawlerConfig, jobs: Connection, replies: Connection, wri
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the process group; the fetch process decides
     dispatch = ParserDispatch(cfg)
+    max_outlinks = cfg.db.max_outlinks
     while True:
         try:
             batch = [_recv_job(jobs)]
@@ -136,7 +138,7 @@ def _parse_worker(cfg: CrawlerConfig, jobs: Connection, replies: Connection, wri
             while len(batch) < _MAX_BATCH and jobs.poll():
                 batch.append(_recv_job(jobs))
         to_writer: list[tuple[int, Any, Any, Any]] = []
-        answers = [_job(dispatch, job, to_writer) for job in batch]
+        answers = [_job(dispatch, job, to_writer, max_outlinks) for job in batch]
         # To the writer before the answers: the fetch process commits a key only once answered, and by
         # then the writer's pipe holds the page.
         if to_writer:
@@ -144,13 +146,14 @@ def _parse_worker(cfg: CrawlerConfig, jobs: Connection, replies: Connection, wri
         replies.send_bytes(pickle.dumps(answers, protocol=5))
 
 
-def _job(dispatch: ParserDispatch, job: tuple[Any, ...], to_writer: list[tuple[int, Any, Any, Any]]) -> Any:
+def _job(dispatch: ParserDispatch, job: tuple[Any, ...], to_writer: list[tuple[int, Any, Any, Any]],
+         max_outlinks: int) -> Any:
     kind, key = job[0], job[1]
     try:
         if kind == "rows":
             _, _, url, ctype, body = job
             return key, parse_to_rows(dispatch, body, url, ctype), None
-        _, _, url, meta, ctype, parse, sitemaps, *bodies = job
+        _, _, url, meta, ctype, parse, sitemaps, want_links, *bodies = job
         response = _page_response(meta, bodies)
         parse_text = parse_data = status = digest = error = None
         if parse:
@@ -164,7 +167,9 @@ def _job(dispatch: ParserDispatch, job: tuple[Any, ...], to_writer: list[tuple[i
         to_writer.append((key, archived(response), parse_text, parse_data))
         # The page text's length too: the fetch process counts it against fetcher.commit_bytes, since the
         # writer holds the text until the commit (without it a part of gzip-served pages held ~3x the bound).
-        return key, (status, digest, error, len(parse_text["text"] or "") if parse_text else 0), None
+        # With ``want_links`` its same-origin outlinks, for the fetch to follow in this round (follow.py).
+        links = same_origin_links(parse_data["outlinks"], url, max_outlinks) if want_links and status == "success" else []
+        return key, (status, digest, error, len(parse_text["text"] or "") if parse_text else 0, links), None
     except Exception as exc:  # noqa: BLE001 - the fetch process handles it as if raised there
         return key, None, _transportable(exc)
 
@@ -375,12 +380,14 @@ class ParsePool:
             end.close()
 
     async def page(self, url: str, response: Response, content_type: str | None, parse: bool,
-                   sitemaps: list[str]) -> tuple[int, tuple[str | None, str | None, str | None, int]]:
+                   sitemaps: list[str], links: bool = False
+                   ) -> tuple[int, tuple[str | None, str | None, str | None, int, list[str]]]:
         """Hand a response to the pool: its key for the part writer, and if ``parse`` (a success) its parse
-        status, body digest, parse error (the page is archived even if its parse failed) and the length of
-        the text the writer holds for it."""
+        status, body digest, parse error (the page is archived even if its parse failed), the length of
+        the text the writer holds for it and, with ``links``, its same-origin outlinks."""
         key = next(self._keys)
-        return key, await self._least_busy().call(key, _page_job(key, url, response, content_type, parse, sitemaps))
+        job = _page_job(key, url, response, content_type, parse, sitemaps, links)
+        return key, await self._least_busy().call(key, job)
 
     async def parse(self, body: bytes, url: str, content_type: str | None) -> Rows:
         """Parse in a parse process and return the rows (nothing goes to the writer)."""

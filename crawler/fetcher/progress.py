@@ -34,6 +34,8 @@ class Counters:
     dropped: dict[str, int] = field(default_factory=dict)  # reason -> entries recorded without a fetch
     skipped: int = 0  # entries already recorded: committed by a cut-off run, or reached by a redirect
     errors: dict[str, int] = field(default_factory=dict)  # kind -> count
+    followed: int = 0  # outlinks queued in this fetch (fetcher.follow_depth), each then recorded as any entry
+    follow_skipped: dict[str, int] = field(default_factory=dict)  # reason -> outlinks left for the next round
     in_flight: dict[int, tuple[str, float]] = field(default_factory=dict)  # worker id -> (url, started)
 
 

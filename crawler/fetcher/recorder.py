@@ -34,6 +34,11 @@ class Recorder:
 
     def drop(self, entry: dict[str, Any], reason: str, error_kind: str | None = None) -> None:
         """Record an entry that will not be fetched (retry later) with its reason."""
+        if entry.get("follow_depth"):
+            # A followed outlink not fetched (the time limit, a blocked queue) needs no row: its page's
+            # outlinks hold it, and updatedb queues it for the next round as any new link.
+            self.counters.follow_skipped[reason] = self.counters.follow_skipped.get(reason, 0) + 1
+            return
         self.counters.dropped[reason] = self.counters.dropped.get(reason, 0) + 1
         self.record(entry, fetch_row(entry, FetchStatus.RETRY, reason=reason), error_kind=error_kind)
 

@@ -133,16 +133,28 @@ class RedirectPolicy:
 
     def take(self, entry: dict[str, Any]) -> bool:
         """False when a fetchlist entry was already fetched as another URL's redirect hop in this run."""
-        if entry.get("redirect_hop"):
-            return True
+        if entry.get("redirect_hop") or entry.get("follow_depth"):
+            return True  # claimed when it was queued
         if self._taken.get(hash(entry["url"])):
             return False
         self._remember(entry["url"], False)
         return True
 
+    def claim(self, url: str) -> bool:
+        """Take ``url`` for an outlink followed in this fetch; False if this fetch took it already (an entry,
+        a hop, a committed row) or another running segment of the daemon holds it."""
+        if hash(url) in self._taken or url in self.committed:
+            return False
+        if self.held is not None and self.held.holder(url, self.segment) is not None:
+            return False
+        self._remember(url, True)
+        if self.held is not None:
+            self.held.take_hop(url, self.segment)
+        return True
+
     def held_elsewhere(self, entry: dict[str, Any]) -> str | None:
         """The running segment that already took this fetchlist entry as a redirect hop, if any."""
-        if self.held is None or entry.get("redirect_hop"):
+        if self.held is None or entry.get("redirect_hop") or entry.get("follow_depth"):
             return None
         return self.held.hop_holder(entry["url"], self.segment)
 

@@ -9,27 +9,33 @@ is not a request) before ``keep`` parses and records the page.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from crawler.fetcher.follow import Follower
 from crawler.fetcher.hostqueue import FetchQueues
 from crawler.fetcher.outcome import status_for_http
+from crawler.fetcher.outlinks import same_origin_links
 from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.parsing import parse_here, parse_in_pool
+from crawler.fetcher.progress import Counters
 from crawler.fetcher.queuekey import QueueKey
 from crawler.fetcher.records import fetch_row
 from crawler.fetcher.redirects import RedirectPolicy
 from crawler.fetcher.robots import RobotsRules
 from crawler.parsers.dispatch import ParserDispatch
 from crawler.protocols.base import Response
+from crawler.segments.writer import PartitionWriter
 from crawler.statuses import FetchStatus
 from crawler.urls.normalize import InvalidUrl
 
 
 class Responses:
     def __init__(self, redirects: RedirectPolicy, parse_pool: ParsePool | None, parsers: ParserDispatch | None,
-                 record: Callable[..., None], queues: FetchQueues, queue_key: QueueKey, log: Any) -> None:
+                 record: Callable[..., None], queues: FetchQueues, queue_key: QueueKey, follower: Follower,
+                 log: Any) -> None:
         self.redirects = redirects
+        self.follower = follower
         self.parse_pool = parse_pool  # parse in its processes, or
         self.parsers = parsers  # in this one (None if neither: fetcher.parse is off)
         self.record = record
@@ -62,12 +68,35 @@ class Responses:
             self.queues.push(await self.queue_key.key(hop["host"]), hop)
         return row
 
-    async def keep(self, entry: dict[str, Any], response: Response, rules: RobotsRules, row: dict[str, Any]) -> None:
-        """Parse the page (in the pool, or here) and record it with its row."""
+    def use_pool(self, pool: ParsePool, writers: Iterable[PartitionWriter], counters: Counters) -> ParsePool:
+        """Parse the rest of the fetch in ``pool`` (started once it had grown large). A part committed from
+        now on goes through the pool's writer, with the pages parsed here before it (they travel as they
+        are, the pool's as keys)."""
+        self.parse_pool = pool
+        for writer in writers:
+            writer.offload = pool.offload
+        self.log.info("fetch.parse_pool", processes=pool.processes, fetched=counters.fetched)
+        return pool
+
+    async def keep(self, entry: dict[str, Any], response: Response, rules: RobotsRules, row: dict[str, Any],
+                   queue: str) -> None:
+        """Parse the page (in the pool, or here), queue the outlinks it follows into ``queue`` (its own
+        host's), and record it with its row."""
         parse_text = parse_data = stored = None
         text_chars = 0
+        follower = self.follower
+        links: list[str] = []
+        wants_links = row["status"] == FetchStatus.SUCCESS and follower.wants_links(entry)
         if self.parse_pool is not None:
-            stored, text_chars = await parse_in_pool(self.parse_pool, entry["url"], response, rules, row, self.log)
+            stored, text_chars, links = await parse_in_pool(self.parse_pool, entry["url"], response, rules, row,
+                                                            self.log, wants_links)
         elif row["status"] == FetchStatus.SUCCESS and self.parsers is not None:
             parse_text, parse_data = parse_here(self.parsers, entry["url"], response, rules, self.log)
+            if wants_links and parse_data is not None and parse_data["parse_status"] == "success":
+                links = same_origin_links(parse_data["outlinks"], entry["url"], follower.max_outlinks)
+        if links:
+            queues = self.queues
+            # Pushed before this entry's worker is released, so the dispatcher cannot finish in between.
+            for followed in follower.follow(entry, row["digest"], links, queues.max_queued - queues.queued):
+                queues.push(queue, followed)
         self.record(entry, row, response, parse_text, parse_data, stored=stored, held_text=text_chars)

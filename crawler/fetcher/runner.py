@@ -17,7 +17,8 @@ import contextlib
 import gc
 import multiprocessing
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +84,8 @@ def fetch_gc() -> Iterator[None]:
 
 
 async def _fetch_until_signal(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None,
-                              parse_pool: ParsePool | None = None,
-                              robots_memory: Remembered | None = None) -> FetchReport:
+                              parse_pool: ParsePool | None = None, robots_memory: Remembered | None = None,
+                              start_pool: Callable[[], ParsePool] | None = None) -> FetchReport:
     log = get_logger(command="fetch")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -99,7 +100,7 @@ async def _fetch_until_signal(cfg: CrawlerConfig, segment: Segment, partitions: 
         loop.add_signal_handler(sig, on_signal, sig)
     try:
         return await fetch_segment(cfg, segment, log, partitions, stop=stop, parse_pool=parse_pool,
-                                   robots_memory=robots_memory)
+                                   robots_memory=robots_memory, start_pool=start_pool)
     finally:
         # Back to the default actions: `crawl` runs its jobs between fetches without an event loop,
         # and a handler left behind by this closed loop would swallow a SIGTERM sent then.
@@ -112,8 +113,9 @@ def _child(cfg: CrawlerConfig, segment_path: str, partitions: list[int]) -> None
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     configure_logging(cfg.log)
     segment = Segment(Path(segment_path))
-    with own_parse_pool(cfg, segment, partitions) as pool, fetch_gc():
-        report = uvloop.run(_fetch_until_signal(cfg, segment, partitions, pool))
+    with RoundsPool(cfg, "fetch") as own, fetch_gc():
+        pool = own.for_fetch(segment, partitions)
+        report = uvloop.run(_fetch_until_signal(cfg, segment, partitions, pool, start_pool=own.later(segment)))
     raise SystemExit(_STOPPED if report.stopped else 0)
 
 
@@ -134,31 +136,32 @@ def wants_pool(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | Non
     return entries >= cfg.fetcher.parse_pool_min_entries
 
 
-@contextlib.contextmanager
-def own_parse_pool(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None = None,
-                   pool: ParsePool | None = None) -> Iterator[ParsePool | None]:
-    """``pool`` if given (crawl keeps one for its rounds), else a new one for this fetch if it wants one."""
-    if pool is not None or not wants_pool(cfg, segment, partitions):
-        yield pool
-        return
-    with ParsePool(cfg, cfg.fetcher.parse_processes) as own:
-        yield own
-
-
 class RoundsPool:
-    """``crawl``'s parse pool: started by the first fetch that wants one (``wants_pool``), kept for the rounds
-    after it (a crawl's rounds grow: the first fetch a seed list, the later ones what it linked to)."""
+    """A parse pool started by the first fetch that wants one (``wants_pool``), or by a fetch that grows past
+    ``fetcher.parse_pool_min_entries`` pages as it follows outlinks (``start``), and kept for the fetches after
+    it: ``crawl``'s rounds (they grow: the first a seed list, the later ones what it linked to)."""
 
-    def __init__(self, cfg: CrawlerConfig) -> None:
+    def __init__(self, cfg: CrawlerConfig, command: str = "crawl") -> None:
         self.cfg = cfg
+        self.command = command
         self.pool: ParsePool | None = None
+        self.usable = cfg.fetcher.parse and cfg.fetcher.parse_processes >= 1
 
     def for_fetch(self, segment: Segment, partitions: list[int] | None) -> ParsePool | None:
         if self.pool is None and wants_pool(self.cfg, segment, partitions):
-            self.pool = ParsePool(self.cfg, self.cfg.fetcher.parse_processes)
-            get_logger(command="crawl").info("crawl.parse_pool", processes=self.pool.processes,
-                                             segment=segment.name)
+            self.start(segment.name)
         return self.pool
+
+    def start(self, segment: str) -> ParsePool:
+        if self.pool is None:
+            self.pool = ParsePool(self.cfg, self.cfg.fetcher.parse_processes)
+            get_logger(command=self.command).info(f"{self.command}.parse_pool", processes=self.pool.processes,
+                                                  segment=segment)
+        return self.pool
+
+    def later(self, segment: Segment) -> Callable[[], ParsePool] | None:
+        """What a fetch calls to start the pool when it has grown large enough; None if there is one."""
+        return partial(self.start, segment.name) if self.pool is None and self.usable else None
 
     def __enter__(self) -> RoundsPool:
         return self
@@ -169,17 +172,24 @@ class RoundsPool:
 
 
 def run_fetch(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None = None,
-              parse_pool: ParsePool | None = None, robots_memory: Remembered | None = None) -> None:
+              parse_pool: ParsePool | None = None, robots_memory: Remembered | None = None,
+              start_pool: Callable[[], ParsePool] | None = None) -> None:
     """Fetch ``segment`` (all partitions, or the given ones); raises CrawlerError if a signal stopped it.
 
     ``parse_pool`` and ``robots_memory`` (the settled robots.txt answers ``crawl`` carries from round to
-    round) are used when the fetch runs in this process; fetch processes have their own.
+    round) are used when the fetch runs in this process; fetch processes have their own. ``start_pool``
+    (with no ``parse_pool``): how the fetch gets one if it grows large (``crawl``'s, kept for its rounds);
+    without either, the fetch starts its own as it needs, and closes it when it ends.
     """
     chosen = partitions if partitions is not None else segment.fetchlist_partitions()
     groups = shares(chosen, cfg.fetcher.processes)
     if len(groups) <= 1:
-        with own_parse_pool(cfg, segment, partitions, parse_pool) as pool, fetch_gc():
-            report = uvloop.run(_fetch_until_signal(cfg, segment, partitions, pool, robots_memory))
+        with RoundsPool(cfg, "fetch") as own, fetch_gc():
+            if parse_pool is None and start_pool is None:  # not crawl's: a pool of this fetch's own, if any
+                parse_pool = own.for_fetch(segment, partitions)
+                start_pool = own.later(segment)
+            report = uvloop.run(_fetch_until_signal(cfg, segment, partitions, parse_pool, robots_memory,
+                                                    start_pool))
         stopped = report.stopped
     else:
         stopped = _run_processes(cfg, segment, groups)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypedDict, Unpack
@@ -26,8 +27,9 @@ import structlog
 from crawler.config import CrawlerConfig, FetcherConfig
 from crawler.errors import FetchError, PluginNotFound
 from crawler.fetcher.events import FetchObserver, NullObserver
+from crawler.fetcher.follow import Follower
 from crawler.fetcher.hostqueue import FetchQueues, HostQueue
-from crawler.fetcher.known import load_known_fetched
+from crawler.fetcher.known import load_known
 from crawler.fetcher.outcome import retry_after_seconds, status_for_error
 from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.politeness import Politeness
@@ -60,6 +62,7 @@ class Given(TypedDict, total=False):
     robots: RobotsCache | None  # the daemon's robots.txt cache, shared by its fetches; else one of this fetch's
     held: HeldUrls | None  # what the daemon's running fetches hold (fetchlists, redirect hops)
     robots_memory: Remembered | None  # crawl's settled robots.txt answers, carried from round to round
+    start_pool: Callable[[], ParsePool] | None  # with no parse_pool: starts one, for a fetch grown large
 
 
 def conditional_headers(entry: dict[str, Any]) -> dict[str, str]:
@@ -102,7 +105,7 @@ class Fetcher:
         self.agent = cfg.http.agent_name
         self.request_timeout = cfg.http.timeout.total
         self.bar = use_progress_bar(cfg.log.format)
-        self.load_known = partial(load_known_fetched, cfg)  # the webdb's fetched URLs (crawl_dir, jobs.*)
+        self.load_known = partial(load_known, cfg)  # the webdb's URLs of the fetchlist's hosts (crawl_dir, jobs.*)
         self.stop = stop or asyncio.Event()
         self.observer = observer or NullObserver()
         self.segment = segment
@@ -119,6 +122,9 @@ class Fetcher:
         parse_pool = given.get("parse_pool")
         self.parse_pool = parse_pool if cfg.fetcher.parse else None
         self.parsers = ParserDispatch(cfg) if cfg.fetcher.parse and parse_pool is None else None
+        # A fetchlist too short for a pool can grow long as it follows outlinks: past this many rows, one starts.
+        self._start_pool = given.get("start_pool") if self.parsers is not None else None
+        self._pool_at = cfg.fetcher.parse_pool_min_entries
         self.queue_key = queue_key_for(cfg)
         self.writers: dict[int, PartitionWriter] = {}
         self.counters = Counters()
@@ -133,8 +139,9 @@ class Fetcher:
         workers = cfg.fetcher.concurrency
         self.queues = FetchQueues(cfg.fetcher, workers, max_queued=max(1000, workers * 20), on_drop=self._drop,
                                   politeness=politeness, log=self.log)
-        responses = Responses(self.redirects, self.parse_pool, self.parsers, self._record, self.queues,
-                              self.queue_key, self.log)
+        self.follower = Follower(cfg, self.redirects, self.counters)
+        responses = self._responses = Responses(self.redirects, self.parse_pool, self.parsers, self._record,
+                                                self.queues, self.queue_key, self.follower, self.log)
         self._answer, self._keep = responses.answer, responses.keep  # per response: bound once
         self.expired = False  # fetcher.time_limit reached: the rest is recorded, not fetched
         self._committed: dict[int, set[str]] = {}
@@ -179,8 +186,10 @@ class Fetcher:
         started = time.monotonic()
         available, todo = self._prepare(partitions)
         # Off the loop: a daemon may run this beside another fetch on the same loop.
-        self.redirects.known = await asyncio.to_thread(
-            self.load_known, [self._fetchlist(p) for p in todo], self.log)
+        known = await asyncio.to_thread(
+            self.load_known, [self._fetchlist(p) for p in todo], self.log, every=self.follower.on)
+        self.redirects.known = known.not_due
+        self.follower.every, self.follower.traps = known.every, known.traps
         self.redirects.committed = listed_hashes(url for urls in self._committed.values() for url in urls)
         total = sum(pq.ParquetFile(self._fetchlist(p)).metadata.num_rows for p in todo)
         total -= sum(len(c) for c in self._committed.values())
@@ -232,6 +241,7 @@ class Fetcher:
                 self.segment.mark_done(output)
         self.log.info("fetch.done", fetched=self.report.fetched, bytes=self.report.bytes,
                       by_status=self.report.by_status, dropped=self.report.dropped, skipped=self.report.skipped,
+                      followed=counted.followed, follow_skipped=counted.follow_skipped,
                       errors=dict(self.counters.errors), elapsed_s=round(self.report.elapsed, 3))
         return self.report
 
@@ -293,6 +303,9 @@ class Fetcher:
                     self.queues.release_worker()
                 else:
                     self.queues.release(hq, ticket.started)
+            if self._start_pool is not None and self.counters.fetched >= self._pool_at:
+                self.parse_pool = self._responses.use_pool(self._start_pool(), self.writers.values(), self.counters)
+                self._start_pool = None
             await self.writers[entry["partition"]].commit_if_due()
 
     async def _process(self, hq: HostQueue, entry: dict[str, Any], ticket: _Ticket) -> None:
@@ -350,7 +363,7 @@ class Fetcher:
         # The server is done with this request: the host's next one need not wait for the parse.
         ticket.released = True
         self.queues.release_queue(hq, True)
-        await self._keep(entry, response, rules, row)
+        await self._keep(entry, response, rules, row, hq.key)
 
     def _robots_allow(self, hq: HostQueue, entry: dict[str, Any], origin: str, rules: RobotsRules) -> bool:
         """Apply the entry's origin's robots.txt to it and to its queue; False if it is not to be fetched.
@@ -386,6 +399,7 @@ class Fetcher:
 
 async def fetch_segment(cfg: CrawlerConfig, segment: Segment, log: Any, partitions: list[int] | None = None,
                         *, stop: asyncio.Event | None = None, observer: FetchObserver | None = None,
-                        parse_pool: ParsePool | None = None, robots_memory: Remembered | None = None) -> FetchReport:
+                        parse_pool: ParsePool | None = None, robots_memory: Remembered | None = None,
+                        start_pool: Callable[[], ParsePool] | None = None) -> FetchReport:
     return await Fetcher(cfg, segment, log, stop=stop, observer=observer, parse_pool=parse_pool,
-                         robots_memory=robots_memory).run(partitions)
+                         robots_memory=robots_memory, start_pool=start_pool).run(partitions)

@@ -186,10 +186,15 @@ def unfollow_duplicates(con: Any, cfg: CrawlerConfig, old_pages: str, old_links:
     if not con.rows("SELECT count(*) FROM unfollow_candidates")[0][0]:
         con.create_table("unfollowed", "SELECT url FROM unfollow_candidates")
         return
+    # The linking page may be of this update too: a fetch that follows outlinks (fetcher.follow_depth) fetches
+    # a trap's first page and the pages it links to in one segment.
     con.create_table("unfollowed", f"""
         SELECT c.url FROM unfollow_candidates c
         WHERE EXISTS (SELECT 1 FROM {old_links} l JOIN {old_pages} z ON z.url = l.from_url
-                      WHERE l.to_url = c.url AND z.digest = c.digest AND z.url <> c.url)""")
+                      WHERE l.to_url = c.url AND z.digest = c.digest AND z.url <> c.url)
+           OR EXISTS (SELECT 1 FROM parsed n JOIN fetched z ON z.url = n.url
+                      WHERE z.digest = c.digest AND n.url <> c.url
+                        AND list_contains(list_transform(n.kept, lambda o: o.url), c.url))""")
 
 
 def unfollowed_figures() -> str:

@@ -35,18 +35,19 @@ class TestJobFrames:
     def test_a_parsed_page_arrives_with_every_field(self):
         """A page to parse arrives as the response sent: every field, raw and decoded bodies."""
         sent = _response(b"\x1f\x8b raw" * 50_000, b"<html>decoded</html>" * 40_000)
-        kind, key, url, meta, ctype, parse, sitemaps, *bodies = _through_pipe(
-            _page_job(7, sent.url, sent, "text/html", True, ["http://127.0.0.1:8080/sitemap.xml"]))
+        kind, key, url, meta, ctype, parse, sitemaps, links, *bodies = _through_pipe(
+            _page_job(7, sent.url, sent, "text/html", True, ["http://127.0.0.1:8080/sitemap.xml"], True))
         got = _page_response(meta, bodies)
-        assert (kind, key, url, ctype, parse, sitemaps) == (
-            "page", 7, sent.url, "text/html", True, ["http://127.0.0.1:8080/sitemap.xml"])
+        assert (kind, key, url, ctype, parse, sitemaps, links) == (
+            "page", 7, sent.url, "text/html", True, ["http://127.0.0.1:8080/sitemap.xml"], True)
         assert [getattr(got, f.name) for f in dataclasses.fields(Response)] == [
             getattr(sent, f.name) for f in dataclasses.fields(Response)]
 
     def test_an_archived_only_page_arrives_as_served(self):
         """A page not parsed arrives as ``as_served`` leaves it: without its decoded copy."""
         sent = _response(b"raw" * 1000, b"decoded" * 1000)
-        *_, meta, _ctype, _parse, _sitemaps, raw, body = _through_pipe(_page_job(1, sent.url, sent, None, False, []))
+        *_, meta, _ctype, _parse, _sitemaps, _links, raw, body = _through_pipe(
+            _page_job(1, sent.url, sent, None, False, [], False))
         got = _page_response(meta, [raw, body])
         assert dataclasses.astuple(got) == dataclasses.astuple(as_served(sent))
         assert got.body == b""
@@ -55,9 +56,9 @@ class TestJobFrames:
         """An identity-encoded page sends its body once and arrives with body and raw body one object."""
         body = b"<html>same</html>" * 100
         sent = _response(body, body)
-        frames = _page_job(2, sent.url, sent, "text/html", True, [])
+        frames = _page_job(2, sent.url, sent, "text/html", True, [], False)
         assert len(frames) == 2  # the pickled head and one body
-        *_, meta, _ctype, _parse, _sitemaps, raw = _through_pipe(frames)
+        *_, meta, _ctype, _parse, _sitemaps, _links, raw = _through_pipe(frames)
         got = _page_response(meta, [raw])
         assert got.body is got.raw_body and got.body == body
 

@@ -117,13 +117,14 @@ class TestTrapsBounded:
         for url in over:
             assert url in outlinks and url not in known, url
 
-    def test_depth_and_calendar_grow_one_step_per_round(self, run):
-        """Infinite depth and the infinite calendar advance at most one link per round."""
+    def test_depth_stops_at_max_path_depth_and_the_calendar_grows_one_step_per_round(self, run):
+        """Infinite depth ends at urls.max_path_depth (followed in the round: the same URLs, sooner); the
+        infinite calendar, a query walk never followed in the round, advances at most one link per round."""
         known = _webdb_urls(run)
         depths = [u for u in known if "/depth/" in u]
         years = [int(u.rsplit("=", 1)[1]) for u in known if "/cal?year=" in u]
-        # Round 1 fetches the root, which links to d1 and year 2000; each later round adds one step.
-        assert max(len(re.findall(r"/d\d+", u)) for u in depths) <= ROUNDS
+        # Round 1 fetches the root, which links to d1 and year 2000; each later round adds one year.
+        assert 1 + max(len(re.findall(r"/d\d+", u)) for u in depths) <= UrlsConfig().max_path_depth
         assert min(years) >= 2000 - (ROUNDS - 1) and max(years) <= 2000 + (ROUNDS - 1)
 
     def test_no_segment_holds_more_than_max_per_host(self, run):
