@@ -72,6 +72,13 @@ def expected_demo() -> dict:
     return json.loads((ROOT / "tests" / "sites" / "expected_demo.json").read_text())
 
 
+# For the tests of what one round does (its segment, its counts, what the next round finds): one link
+# level a round, as without in-round following. A module asks for it by overriding ``crawl_args`` with
+# these added. In-round following, the default, has tests of its own (tests/e2e/test_follow.py), and
+# every other crawl test runs with it.
+ONE_LEVEL_A_ROUND = ["-D", "fetcher.follow_depth=0"]
+
+
 @pytest.fixture
 def crawl_args(tmp_path: Path) -> list[str]:
     """Config overrides for a fast crawl of loopback servers into a temp crawl_dir."""

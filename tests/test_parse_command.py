@@ -10,7 +10,13 @@ import pyarrow.parquet as pq
 import pytest
 from aiohttp import web
 
-from tests.conftest import run_crawler
+from tests.conftest import ONE_LEVEL_A_ROUND, run_crawler
+
+
+@pytest.fixture
+def crawl_args(crawl_args: list[str]) -> list[str]:
+    """These tests count what each round fetches: one link level a round (tests/conftest.py)."""
+    return [*crawl_args, *ONE_LEVEL_A_ROUND]
 
 
 def _rows(segment: Path, output: str) -> list[dict]:

@@ -162,7 +162,9 @@ def daemon_args(tmp_path: Path, *extra: str) -> list[str]:
     """A config file of fast defaults for loopback servers, and -D overrides for the rest."""
     config = tmp_path / "config.yaml"
     if not config.exists():
-        config.write_text("fetcher:\n  min_delay: 0\n  concurrency: 8\n")
+        # follow_depth 0: one link level a cycle, so that a test's site takes the cycles it counts on
+        # (in-round following has tests of its own: tests/e2e/test_follow.py, tests/daemon/test_follow_daemon.py).
+        config.write_text("fetcher:\n  min_delay: 0\n  concurrency: 8\n  follow_depth: 0\n")
     return [
         "-c", str(config),
         "-D", f"crawl_dir={tmp_path / 'crawl'}",

@@ -128,7 +128,7 @@ class TestSignals:
         a.delay = 0.15
         write_site(Path(a.root), 30)
         config = tmp_path / "config.yaml"
-        fetcher = "fetcher:\n  min_delay: 0\n  concurrency: 8\n  per_host_concurrency: {}\n"
+        fetcher = "fetcher:\n  min_delay: 0\n  concurrency: 8\n  follow_depth: 0\n  per_host_concurrency: {}\n"
         config.write_text(f"crawl_dir: {tmp_path / 'crawl'}\n" + fetcher.format(1))
         seed(tmp_path, "a.txt", a.url("/"))
         args = daemon_args(tmp_path, "-D", "generate.top_n=8")

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
+
 from crawler.segments.layout import Segment
-from tests.conftest import run_crawler
+from tests.conftest import ONE_LEVEL_A_ROUND, run_crawler
 from tests.fetcher.conftest import read_rows
+
+
+@pytest.fixture
+def crawl_args(crawl_args: list[str]) -> list[str]:
+    """These tests count what each round fetches: one link level a round (tests/conftest.py)."""
+    return [*crawl_args, *ONE_LEVEL_A_ROUND]
 
 
 def _pool_events(result) -> list[dict]:

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from tests.conftest import run_crawler
+import pytest
+
+from tests.conftest import ONE_LEVEL_A_ROUND, run_crawler
+
+
+@pytest.fixture
+def crawl_args(crawl_args: list[str]) -> list[str]:
+    """These tests count what each round fetches: one link level a round (tests/conftest.py)."""
+    return [*crawl_args, *ONE_LEVEL_A_ROUND]
 
 
 async def test_robots_txt_is_requested_once_per_crawl_and_still_obeyed(tmp_path, demo_site, crawl_args):

@@ -7,9 +7,16 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import duckdb
+import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from tests.conftest import run_crawler
+from tests.conftest import ONE_LEVEL_A_ROUND, run_crawler
+
+
+@pytest.fixture
+def crawl_args(crawl_args: list[str]) -> list[str]:
+    """These tests count what each round fetches: one link level a round (tests/conftest.py)."""
+    return [*crawl_args, *ONE_LEVEL_A_ROUND]
 
 
 def _path(url: str) -> str:

@@ -13,9 +13,15 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from crawler.devserver import SiteServer
-from tests.conftest import DEMO_SITE, run_crawler
+from tests.conftest import DEMO_SITE, ONE_LEVEL_A_ROUND, run_crawler
 from tests.proxies import HttpProxy
 from tests.tlscerts import make_ca
+
+
+@pytest.fixture
+def crawl_args(crawl_args: list[str]) -> list[str]:
+    """These tests count what each round fetches: one link level a round (tests/conftest.py)."""
+    return [*crawl_args, *ONE_LEVEL_A_ROUND]
 
 PIN = "http.resolve={site.test: 127.0.0.1}"
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")

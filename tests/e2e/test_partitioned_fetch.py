@@ -6,9 +6,16 @@ import asyncio
 import shutil
 
 import pyarrow.parquet as pq
+import pytest
 
 from crawler.segments.layout import Segment, partition_of
-from tests.conftest import run_crawler
+from tests.conftest import ONE_LEVEL_A_ROUND, run_crawler
+
+
+@pytest.fixture
+def crawl_args(crawl_args: list[str]) -> list[str]:
+    """These tests count what each round fetches: one link level a round (tests/conftest.py)."""
+    return [*crawl_args, *ONE_LEVEL_A_ROUND]
 
 HOSTS = ["a.test", "b.test", "c.test", "e.test"]  # two per partition of 2
 

@@ -7,12 +7,19 @@ from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
+import pytest
 
 from crawler.devserver import SiteServer
 from crawler.fetcher.known import KnownFetched, load_known_fetched, url_hash
 from crawler.log import get_logger
-from tests.conftest import run_crawler
+from tests.conftest import ONE_LEVEL_A_ROUND, run_crawler
 from tests.fetcher.conftest import make_cfg
+
+
+@pytest.fixture
+def crawl_args(crawl_args: list[str]) -> list[str]:
+    """These tests count what each round fetches: one link level a round (tests/conftest.py)."""
+    return [*crawl_args, *ONE_LEVEL_A_ROUND]
 
 
 def _site(root: Path) -> Path:

@@ -17,7 +17,7 @@ from tests.conftest import DEMO_SITE, ROOT, run_crawler
 
 def _args(crawl_dir) -> list[str]:
     return ["-D", f"crawl_dir={crawl_dir}", "-D", "http.allow_private_networks=true", "-D", "fetcher.min_delay=0",
-            "-D", "fetcher.commit_records=3", "-D", "log.format=json"]
+            "-D", "fetcher.commit_records=3", "-D", "fetcher.follow_depth=0", "-D", "log.format=json"]
 
 
 @pytest.fixture(scope="module")

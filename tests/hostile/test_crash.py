@@ -98,7 +98,7 @@ def _args(crawl_dir: Path, seeds: Path) -> list[str]:
     return ["crawl", "--seeds", str(seeds), "--rounds", str(DEPTH + 5),
             "-D", f"crawl_dir={crawl_dir}", "-D", "log.format=json", "-D", "http.allow_private_networks=true",
             "-D", "fetcher.min_delay=0", "-D", "fetcher.commit_records=3", "-D", "fetcher.commit_interval=0.2",
-            "-D", "jobs.threads=1"]
+            "-D", "jobs.threads=1", "-D", "fetcher.follow_depth=0"]  # rounds to be killed in
 
 
 async def _run_and_kill(args: list[str], phase: str, rng: random.Random) -> bool:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 import structlog
 
 from crawler.config import CrawlerConfig
@@ -19,10 +20,16 @@ from crawler.jobs.updatedb import updatedb
 from crawler.jobs.updatesegs import updatesegs
 from crawler.segments.layout import list_segments
 from crawler.webdb.store import VersionedStore
-from tests.conftest import run_crawler
+from tests.conftest import ONE_LEVEL_A_ROUND, run_crawler
 from tests.jobs.conftest import NOW, fetch, page, parse, write_db
 
 from .conftest import spark_cfg
+
+
+@pytest.fixture
+def crawl_args(crawl_args: list[str]) -> list[str]:
+    """These tests count what each round fetches: one link level a round (tests/conftest.py)."""
+    return [*crawl_args, *ONE_LEVEL_A_ROUND]
 
 LOG = structlog.get_logger()
 # Settings that reach the less common paths: adaptive schedule, filter rules, caps per host and per URL.

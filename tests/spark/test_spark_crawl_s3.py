@@ -33,7 +33,7 @@ from .test_spark_bucket import mirror
 
 pytestmark = pytest.mark.timeout(300)
 LOG = structlog.get_logger()
-FAST = {"http": {"allow_private_networks": True}, "fetcher": {"min_delay": 0, "concurrency": 16}}
+FAST = {"http": {"allow_private_networks": True}, "fetcher": {"min_delay": 0, "concurrency": 16, "follow_depth": 0}}
 
 
 @pytest.fixture

@@ -8,16 +8,24 @@ import fcntl
 import os
 import shutil
 
+import pytest
+
 from crawler.commands.cycle import cmd_fetch
 from crawler.config import load_config
 from crawler.segments.layout import Segment
 from crawler.storage.access import ACCESS
 from crawler.storage.workspace import open_workspace
-from tests.conftest import run_crawler
+from tests.conftest import ONE_LEVEL_A_ROUND, run_crawler
 from tests.spark.test_spark_fetch import fetched
 from tests.storage import conftest as moto
 from tests.storage.conftest import keys, staging_args
 from tests.storage.test_partition_lease import HOSTS, PAGES, bucket_rows, make_segment
+
+
+@pytest.fixture
+def crawl_args(crawl_args: list[str]) -> list[str]:
+    """These tests count what each round fetches: one link level a round (tests/conftest.py)."""
+    return [*crawl_args, *ONE_LEVEL_A_ROUND]
 
 # moto's S3 server and a fresh bucket, the fixtures of tests/storage.
 s3_endpoint, s3, bucket = moto.s3_endpoint, moto.s3, moto.bucket

@@ -78,6 +78,7 @@ def staging_args(staging: Path, endpoint: str, bucket: str) -> list[str]:
         "-D", "http.allow_private_networks=true",
         "-D", "fetcher.min_delay=0",
         "-D", "fetcher.concurrency=16",
+        "-D", "fetcher.follow_depth=0",  # one link level a round: these tests step through rounds
         "-D", "log.format=json",
     ]
 
