@@ -120,7 +120,8 @@ def _page_response(meta: tuple[Any, ...], bodies: tuple[bytes, ...]) -> Response
                     raw_truncated=raw_truncated)
 
 
-def _parse_worker(cfg: CrawlerConfig, jobs: Connection, replies: Connection, writer: Connection) -> None:
+def _parse_worker(cfg: CrawlerConfig, jobs: Connection, replies: Connection, writer: Connection,
+                  ready: Any) -> None:
     """A parse process: pages in, rows and WARC records to the writer, the parse statuses back.
 
     It takes every job already waiting (up to ``_MAX_BATCH``) and answers them with one message to the
@@ -129,6 +130,7 @@ def _parse_worker(cfg: CrawlerConfig, jobs: Connection, replies: Connection, wri
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the process group; the fetch process decides
     dispatch = ParserDispatch(cfg)
     max_outlinks = cfg.db.max_outlinks
+    ready.set()  # imports done: a fetch that parses in its own process meanwhile may hand pages over now
     while True:
         try:
             batch = [_recv_job(jobs)]
@@ -361,6 +363,7 @@ class ParsePool:
         commits, commit_sender = _pipe()
         done, done_sender = _pipe()
         to_writer = [_pipe() for _ in range(processes)]
+        self._ready = [context.Event() for _ in range(processes)]
         self._children: list[Any] = []
         self._parsers: list[_Link] = []
         ends: list[Connection] = [commits, done_sender]
@@ -368,7 +371,7 @@ class ParsePool:
             jobs, job_sender = _pipe()
             replies, reply_sender = _pipe()
             self._children.append(context.Process(target=_parse_worker, name=f"parse-{i}", daemon=True,
-                                                  args=(cfg, jobs, reply_sender, to_writer[i][1])))
+                                                  args=(cfg, jobs, reply_sender, to_writer[i][1], self._ready[i])))
             self._parsers.append(_Link(f"parse-{i}", job_sender, replies))
             ends += [jobs, reply_sender, *to_writer[i]]
         self._children.append(context.Process(target=_writer, name="part-writer", daemon=True,
@@ -378,6 +381,10 @@ class ParsePool:
             child.start()
         for end in ends:  # the children hold them now; closed here, a child's death reads as EOF
             end.close()
+
+    def ready(self) -> bool:
+        """Whether a parse process has done its imports (a page sent before waits for them)."""
+        return any(event.is_set() for event in self._ready)
 
     async def page(self, url: str, response: Response, content_type: str | None, parse: bool,
                    sitemaps: list[str], links: bool = False

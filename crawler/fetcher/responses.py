@@ -68,15 +68,20 @@ class Responses:
             self.queues.push(await self.queue_key.key(hop["host"]), hop)
         return row
 
-    def use_pool(self, pool: ParsePool, writers: Iterable[PartitionWriter], counters: Counters) -> ParsePool:
-        """Parse the rest of the fetch in ``pool`` (started once it had grown large). A part committed from
-        now on goes through the pool's writer, with the pages parsed here before it (they travel as they
-        are, the pool's as keys)."""
+    def use_pool(self, start: Callable[[], ParsePool], writers: Iterable[PartitionWriter],
+                 counters: Counters) -> Callable[[], ParsePool] | None:
+        """Start the parse pool (a fetch grown large), and parse the rest of the fetch in it once its
+        processes have done their imports (till then pages parse here, so nothing waits for them): None
+        when in use, else ``start`` to be called again. A part committed from then on goes through the
+        pool's writer, with the pages parsed here before it (they travel as they are, the pool's as keys)."""
+        pool = start()
+        if not pool.ready():
+            return start
         self.parse_pool = pool
         for writer in writers:
             writer.offload = pool.offload
         self.log.info("fetch.parse_pool", processes=pool.processes, fetched=counters.fetched)
-        return pool
+        return None
 
     async def keep(self, entry: dict[str, Any], response: Response, rules: RobotsRules, row: dict[str, Any],
                    queue: str) -> None:

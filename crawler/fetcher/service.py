@@ -304,8 +304,7 @@ class Fetcher:
                 else:
                     self.queues.release(hq, ticket.started)
             if self._start_pool is not None and self.counters.fetched >= self._pool_at:
-                self.parse_pool = self._responses.use_pool(self._start_pool(), self.writers.values(), self.counters)
-                self._start_pool = None
+                self._start_pool = self._responses.use_pool(self._start_pool, self.writers.values(), self.counters)
             await self.writers[entry["partition"]].commit_if_due()
 
     async def _process(self, hq: HostQueue, entry: dict[str, Any], ticket: _Ticket) -> None:

@@ -143,29 +143,33 @@ async def test_a_trap_template_is_not_followed_past_its_first_page(tmp_path, cra
 
 
 async def test_a_fetch_grown_large_by_following_parses_the_rest_in_a_pool(tmp_path, crawl_args):
+    """Started at parse_pool_min_entries pages, the pool takes over once its process is up (pages parse in the
+    fetch process meanwhile): every page has its parse row and its WARC record, whoever parsed it."""
+    pages = 60
     root = tmp_path / "site"
     root.mkdir()
-    (root / "index.html").write_text("".join(f'<a href="p{n}.html">{n}</a>' for n in range(12)))
-    for n in range(12):
+    (root / "index.html").write_text("".join(f'<a href="p{n}.html">{n}</a>' for n in range(pages)))
+    for n in range(pages):
         (root / f"p{n}.html").write_text(f"<html><head><title>page {n}</title></head><body>text {n}</body></html>")
-    async with SiteServer(root, "127.0.0.1", 0) as site:
+    # 0.1 s a page: the fetch outlasts the parse process's start, however loaded the machine.
+    async with SiteServer(root, "127.0.0.1", 0, delay=0.1) as site:
         seeds = tmp_path / "seeds.txt"
         seeds.write_text(site.url("/") + "\n")
         result = await run_crawler("crawl", "--seeds", str(seeds), "--rounds", "1", *crawl_args,
                                    "-D", "fetcher.parse_processes=1", "-D", "fetcher.parse_pool_min_entries=4",
-                                   "-D", "fetcher.commit_records=3")
+                                   "-D", "fetcher.commit_records=3", "-D", "fetcher.per_host_concurrency=2")
         assert result.code == 0, result.stderr
     assert len(_events(result.stderr, "fetch.parse_pool")) == 1
     titles = {row["url"]: row["title"] for part in sorted(tmp_path.glob("segments/*/parse_data/part-*.parquet"))
               for row in pq.read_table(part).to_pylist()}
-    assert {titles[site.url(f"/p{n}.html")] for n in range(12)} == {f"page {n}" for n in range(12)}
+    assert {titles[site.url(f"/p{n}.html")] for n in range(pages)} == {f"page {n}" for n in range(pages)}
     fetched = [row["url"] for part in sorted(tmp_path.glob("segments/*/fetcher/part-*.parquet"))
                for row in pq.read_table(part).to_pylist()]
-    assert len(fetched) == len(set(fetched)) == 13
+    assert len(fetched) == len(set(fetched)) == pages + 1
     records = 0
     for warc in sorted(tmp_path.glob("segments/*/content/part-*.warc.gz")):
         from warcio.archiveiterator import ArchiveIterator
 
         with open(warc, "rb") as fh:
             records += sum(1 for r in ArchiveIterator(fh) if r.rec_type == "response")
-    assert records == 13
+    assert records == pages + 1
