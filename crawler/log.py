@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 
 def _import_structlog_without_rich() -> None:
-    # structlog imports rich when it loads (~40 ms of every command's start, rich.pretty and
+    # structlog imports rich when it loads (~50 ms of every command's start, rich.pretty and
     # rich.traceback) for what this configuration never uses: rich tracebacks in ConsoleRenderer,
     # which format_exc_info has already turned into text, and rich reprs of locals in dict tracebacks.
     # Hidden only while structlog loads: the progress bars still import rich when a terminal shows them.
