@@ -2,8 +2,8 @@
 
 A four-page site served on loopback from a temp folder; per tree and run, a two-round `crawl` from
 scratch (process start to its `inject.done` line, to its first `fetch.start`, the whole run's wall and
-CPU, children included) and a `normalize-check` of one URL. The trees take turns, so a shared machine's
-load falls on each alike; medians are printed.
+CPU, children included) and a `normalize-check` of one URL. The trees take turns, the first of a run
+changing from run to run, so a shared machine's load falls on each alike; medians are printed.
 
     .venv/bin/python bench/startup.py --runs 9 before=/tmp/before after=.
     .venv/bin/python bench/startup.py --pyc-prefix /tmp/pyc before=/tmp/before after=.
@@ -114,8 +114,8 @@ def main() -> None:
         if args.pyc_prefix:
             for _, tree in trees:  # writes the bytecode: not measured
                 measure(args.crawler, str(Path(tree).resolve()), env, work, seeds, args.extra.split())
-        for _ in range(args.runs):
-            for label, tree in trees:
+        for run in range(args.runs):
+            for label, tree in trees[run % len(trees):] + trees[:run % len(trees)]:  # each takes each turn
                 row = measure(args.crawler, str(Path(tree).resolve()), env, work, seeds, args.extra.split())
                 for key, value in row.items():
                     results[label][key].append(value)
