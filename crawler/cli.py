@@ -11,13 +11,16 @@ import gc
 import importlib
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from crawler.config import CrawlerConfig, load_config
 from crawler.errors import CrawlerError, UsageError
-from crawler.log import configure_logging
 from crawler.storage.access import ACCESS
-from crawler.storage.workspace import open_workspace
+
+if TYPE_CHECKING:
+    from crawler.config import CrawlerConfig
+
+# The config (pydantic), logging (structlog) and the workspace are imported by main(), not here: a parse
+# pool's processes are spawned, and each imports the `crawler` script's module, this one, for nothing.
 
 
 class _Parser(argparse.ArgumentParser):
@@ -107,30 +110,52 @@ def _resolve(target: str) -> Callable[[CrawlerConfig, Any], int]:
 
 
 def _load(args: argparse.Namespace) -> CrawlerConfig:
+    from crawler.config import load_config
+
     path = args.config_sub or args.config
     return load_config(path, [*args.defines, *args.defines_sub])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The program (``argv`` None: the process's own arguments, and the process ends when this returns)."""
+    own_process = argv is None and gc.isenabled()
+    if own_process:
+        # Start-up (imports, the config) makes ~70,000 objects that live as long as the process and next
+        # to no garbage, yet the collector would go through them again and again meanwhile (~10 % of it).
+        gc.disable()
     try:
-        return _main(argv)
+        return _main(argv, own_process)
     finally:
         if argv is None:
             # The interpreter's exit collects the whole heap several times while it tears the modules
             # down (0.15 s of CPU after a crawl) though the heap is about to go anyway. Frozen objects
             # still die by reference count, and atexit handlers and stream flushes still run.
             gc.freeze()
+        if own_process:
+            gc.enable()
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _started() -> None:
+    """Start-up is over: what it made is exempt from later collections (as memory.settle, without the
+    full collection that would cost more than the few cycles it would free), and the collector runs again."""
+    gc.freeze()
+    gc.enable()
+
+
+def _main(argv: Sequence[str] | None, own_process: bool = False) -> int:
     try:
         args = build_parser().parse_args(argv)
         cfg = _load(args)
+        from crawler.log import configure_logging
+        from crawler.storage.workspace import open_workspace
+
         configure_logging(cfg.log)
+        handler = _resolve(args.handler)
+        if own_process:
+            _started()
         # A remote crawl_dir stages what the command reads and writes (ACCESS); a local one runs as it is.
         with open_workspace(cfg).command(cfg, args, args.access) as run:
-            return _resolve(args.handler)(run.cfg, run.args)
+            return handler(run.cfg, run.args)
     except CrawlerError as exc:
         print(f"crawler: {exc}", file=sys.stderr)
         return exc.exit_code

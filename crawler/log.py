@@ -18,10 +18,27 @@ import sys
 import threading
 from typing import Any, TextIO
 
-import structlog
 
-from crawler.config import LogConfig
-from crawler.errors import ConfigError
+def _import_structlog_without_rich() -> None:
+    # structlog imports rich when it loads (~50 ms of every command's start, rich.pretty and
+    # rich.traceback) for what this configuration never uses: rich tracebacks in ConsoleRenderer,
+    # which format_exc_info has already turned into text, and rich reprs of locals in dict tracebacks.
+    # Hidden only while structlog loads: the progress bars still import rich when a terminal shows them.
+    if "structlog" in sys.modules or "rich" in sys.modules:
+        return
+    sys.modules["rich"] = None  # type: ignore[assignment]  # `import rich` raises ImportError
+    try:
+        import structlog  # noqa: F401
+    finally:
+        del sys.modules["rich"]
+
+
+_import_structlog_without_rich()
+
+import structlog  # noqa: E402
+
+from crawler.config import LogConfig  # noqa: E402
+from crawler.errors import ConfigError  # noqa: E402
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 

@@ -21,11 +21,11 @@ import asyncio
 import ipaddress
 import socket
 import ssl
+import sys
 import time
 from typing import Any
 
 import aiohttp
-import aiohttp_socks
 
 from crawler.config import CrawlerConfig
 from crawler.errors import (
@@ -42,7 +42,7 @@ from crawler.protocols import tls
 from crawler.protocols.base import Response, request_ready
 from crawler.protocols.decoding import ACCEPT_ENCODING, Decoder
 from crawler.protocols.dns import AddressPolicy, PolicyResolver
-from crawler.protocols.proxy import ProxyRoutes, SocksConnector
+from crawler.protocols.proxy import ProxyRoutes
 
 _CHUNK = 64 * 1024
 _MAX_PASSED_HOSTS = 100_000
@@ -90,6 +90,8 @@ class HttpProtocol:
         self.socks: dict[str, aiohttp.ClientSession] = {}
         for scheme, proxy in self.routes.by_scheme.items():
             if proxy.scheme.startswith("socks"):
+                from crawler.protocols.socks import SocksConnector
+
                 self.socks[scheme] = self._session(
                     SocksConnector(proxy, self.resolver, limit=0, limit_per_host=0, ssl=self.ssl), timeout)
         # Hosts whose literal check passed: the answer depends on the host alone, and parsing it as an
@@ -219,7 +221,8 @@ def _fetch_error(exc: Exception, url: str) -> FetchError | None:
         return ProxyError(f"cannot connect to the proxy: {exc.os_error.strerror or exc.os_error}", url)
     if isinstance(exc, aiohttp.ClientHttpProxyError):  # before ClientResponseError: a subclass of it
         return ProxyError(f"the proxy answered {exc.status} {exc.message}".rstrip(), url)
-    if isinstance(exc, (aiohttp_socks.ProxyError, aiohttp_socks.ProxyConnectionError, aiohttp_socks.ProxyTimeoutError)):
+    socks = sys.modules.get("crawler.protocols.socks")  # not loaded: no SOCKS proxy, so none of its errors
+    if socks is not None and isinstance(exc, socks.ERRORS):
         return ProxyError(f"socks proxy: {exc}", url)
     if isinstance(exc, aiohttp.ClientConnectorError):
         return ConnectError(f"cannot connect: {exc.os_error.strerror or exc.os_error}", url)
