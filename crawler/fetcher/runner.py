@@ -155,8 +155,10 @@ class RoundsPool:
     def start(self, segment: str) -> ParsePool:
         if self.pool is None:
             self.pool = ParsePool(self.cfg, self.cfg.fetcher.parse_processes)
-            get_logger(command=self.command).info(f"{self.command}.parse_pool", processes=self.pool.processes,
-                                                  segment=segment)
+            # crawl's event since the pool was crawl's alone; a fetch's own says when it started, and
+            # fetch.parse_pool (responses.py) when it took the pages over.
+            event = "crawl.parse_pool" if self.command == "crawl" else "fetch.pool_started"
+            get_logger(command=self.command).info(event, processes=self.pool.processes, segment=segment)
         return self.pool
 
     def later(self, segment: Segment) -> Callable[[], ParsePool] | None:
