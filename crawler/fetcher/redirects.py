@@ -143,14 +143,23 @@ class RedirectPolicy:
     def claim(self, url: str) -> bool:
         """Take ``url`` for an outlink followed in this fetch; False if this fetch took it already (an entry,
         a hop, a committed row) or another running segment of the daemon holds it."""
-        if hash(url) in self._taken or url in self.committed:
+        if self._taken_here(url) or self._holder(url) is not None:
             return False
-        if self.held is not None and self.held.holder(url, self.segment) is not None:
-            return False
+        self._take(url)
+        return True
+
+    def _taken_here(self, url: str) -> bool:
+        return hash(url) in self._taken or url in self.committed
+
+    def _holder(self, url: str) -> str | None:
+        """Another running segment of the daemon that lists ``url`` or took it."""
+        return self.held.holder(url, self.segment) if self.held is not None else None
+
+    def _take(self, url: str) -> None:
+        """``url`` is this fetch's now (a redirect hop or a followed outlink), for the daemon's other segments too."""
         self._remember(url, True)
         if self.held is not None:
             self.held.take_hop(url, self.segment)
-        return True
 
     def held_elsewhere(self, entry: dict[str, Any]) -> str | None:
         """The running segment that already took this fetchlist entry as a redirect hop, if any."""
@@ -174,16 +183,14 @@ class RedirectPolicy:
             rejected = self.filters.check(target, entry["url"])
             if rejected:
                 return None, f"redirect target filtered: {rejected}"
-        if hash(target) in self._taken or target in self.committed:
+        if self._taken_here(target):
             return None, "redirect target already fetched in this segment"
         if target in self.known:
             return None, "redirect target fetched in an earlier round and not due"
-        holder = self.held.holder(target, self.segment) if self.held is not None else None
+        holder = self._holder(target)
         if holder is not None:
             return None, f"redirect target in segment {holder}, which this daemon is fetching"
-        self._remember(target, True)
-        if self.held is not None:
-            self.held.take_hop(target, self.segment)
+        self._take(target)
         return {
             **entry,
             "url": target,

@@ -48,15 +48,21 @@ def _pages(paths: list[str]) -> Counter:
     return Counter(p for p in paths if p != "/robots.txt")
 
 
+async def _one_round(seed_url: str, tmp_path: Path, crawl_args: list[str], *extra: str):
+    """``crawl --rounds 1`` from ``seed_url`` (into crawl_args' crawl_dir); its result, checked to succeed."""
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(seed_url + "\n")
+    result = await run_crawler("crawl", "--seeds", str(seeds), "--rounds", "1", *crawl_args, *extra)
+    assert result.code == 0, result.stderr
+    return result
+
+
 async def test_one_round_fetches_the_whole_chain_once_and_obeys_robots(tmp_path, crawl_args):
     async with SiteServer(_chain_site(tmp_path / "site"), "127.0.0.1", 0) as site:
-        seeds = tmp_path / "seeds.txt"
-        seeds.write_text(site.url("/") + "\n")
-        result = await run_crawler("crawl", "--seeds", str(seeds), "--rounds", "1", *crawl_args)
-        assert result.code == 0, result.stderr
+        result = await _one_round(site.url("/"), tmp_path, crawl_args)
         after_one = _pages(site.paths())
         # Two more rounds: nothing fetched in the first is asked for again.
-        again = await run_crawler("crawl", "--seeds", str(seeds), "--rounds", "2", *crawl_args)
+        again = await run_crawler("crawl", "--seeds", str(tmp_path / "seeds.txt"), "--rounds", "2", *crawl_args)
         assert again.code == 0, again.stderr
         after_three = _pages(site.paths())
     chain = {"/", "/index.html", *(f"/p{n}.html" for n in range(6))}
@@ -75,27 +81,17 @@ async def test_one_round_fetches_the_whole_chain_once_and_obeys_robots(tmp_path,
 
 async def test_follow_depth_counts_link_hops_from_a_fetchlist_entry(tmp_path, crawl_args):
     async with SiteServer(_chain_site(tmp_path / "site"), "127.0.0.1", 0) as site:
-        seeds = tmp_path / "seeds.txt"
-        seeds.write_text(site.url("/") + "\n")
-        result = await run_crawler("crawl", "--seeds", str(seeds), "--rounds", "1", *crawl_args,
-                                   "-D", "fetcher.follow_depth=2")
-        assert result.code == 0, result.stderr
+        await _one_round(site.url("/"), tmp_path, crawl_args, "-D", "fetcher.follow_depth=2")
         # / -> p0.html (one hop) -> index.html, p1.html (two): p1's links wait for the next round.
         assert set(_pages(site.paths())) == {"/", "/p0.html", "/index.html", "/p1.html"}
-        off = await run_crawler("crawl", "--seeds", str(seeds), "--rounds", "1", *crawl_args,
-                                "-D", "fetcher.follow_depth=0")
-        assert off.code == 0, off.stderr
+        await _one_round(site.url("/"), tmp_path, crawl_args, "-D", "fetcher.follow_depth=0")
         # Off: round 2 fetches what round 1 left listed, p2.html, and nothing it links to.
         assert set(_pages(site.paths())) == {"/", "/p0.html", "/index.html", "/p1.html", "/p2.html"}
 
 
 async def test_the_per_host_budget_leaves_the_rest_for_the_next_round(tmp_path, crawl_args):
     async with SiteServer(_chain_site(tmp_path / "site"), "127.0.0.1", 0) as site:
-        seeds = tmp_path / "seeds.txt"
-        seeds.write_text(site.url("/") + "\n")
-        result = await run_crawler("crawl", "--seeds", str(seeds), "--rounds", "1", *crawl_args,
-                                   "-D", "fetcher.follow_max_per_host=2")
-        assert result.code == 0, result.stderr
+        result = await _one_round(site.url("/"), tmp_path, crawl_args, "-D", "fetcher.follow_max_per_host=2")
         assert len(_pages(site.paths())) == 3, site.paths()  # the seed and two followed
     done = _events(result.stderr, "fetch.done")
     assert done[0]["followed"] == 2 and done[0]["follow_skipped"]["max_per_host"] >= 1, done
@@ -131,10 +127,7 @@ def _trap_app(hits: list[str]) -> web.Application:
 async def test_a_trap_template_is_not_followed_past_its_first_page(tmp_path, crawl_args):
     hits: list[str] = []
     async with serve_app(_trap_app(hits)) as port:
-        seeds = tmp_path / "seeds.txt"
-        seeds.write_text(f"http://127.0.0.1:{port}/\n")
-        result = await run_crawler("crawl", "--seeds", str(seeds), "--rounds", "1", *crawl_args)
-        assert result.code == 0, result.stderr
+        result = await _one_round(f"http://127.0.0.1:{port}/", tmp_path, crawl_args)
     # /cal/ and its three links; their pages link next/, a/, b/ again (the same links, relative): not followed.
     assert {"/", "/real/", "/real/one.html", "/real/two.html"} <= set(hits)
     assert sum(1 for p in hits if p.startswith("/cal/")) == 4, hits
@@ -153,12 +146,9 @@ async def test_a_fetch_grown_large_by_following_parses_the_rest_in_a_pool(tmp_pa
         (root / f"p{n}.html").write_text(f"<html><head><title>page {n}</title></head><body>text {n}</body></html>")
     # 0.1 s a page: the fetch outlasts the parse process's start, however loaded the machine.
     async with SiteServer(root, "127.0.0.1", 0, delay=0.1) as site:
-        seeds = tmp_path / "seeds.txt"
-        seeds.write_text(site.url("/") + "\n")
-        result = await run_crawler("crawl", "--seeds", str(seeds), "--rounds", "1", *crawl_args,
-                                   "-D", "fetcher.parse_processes=1", "-D", "fetcher.parse_pool_min_entries=4",
-                                   "-D", "fetcher.commit_records=3", "-D", "fetcher.per_host_concurrency=2")
-        assert result.code == 0, result.stderr
+        result = await _one_round(site.url("/"), tmp_path, crawl_args, "-D", "fetcher.parse_processes=1",
+                                  "-D", "fetcher.parse_pool_min_entries=4", "-D", "fetcher.commit_records=3",
+                                  "-D", "fetcher.per_host_concurrency=2")
     assert len(_events(result.stderr, "fetch.parse_pool")) == 1
     titles = {row["url"]: row["title"] for part in sorted(tmp_path.glob("segments/*/parse_data/part-*.parquet"))
               for row in pq.read_table(part).to_pylist()}
