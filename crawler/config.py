@@ -149,8 +149,9 @@ class FetcherConfig(Section):
     time_limit: Duration = 0.0
     processes: int = Field(1, ge=1, le=256)
     # Parse in this many worker processes (kept for all rounds by crawl and the daemon); 0 = in the fetch
-    # process. "auto" (the default): every usable core but the fetch process's own, so that a 2-core machine
-    # parses on its second core (docs/benchmarks.md: +6-23 % pages/s on the bench webs).
+    # process. "auto" (the default): one per usable core. With its parsing handed over, the fetch process
+    # uses ~0.4 of a core, so one parse process per core but one left a core part idle and made that one
+    # process the limit (docs/benchmarks.md, "Parse processes on every core": scipy 8.3 -> 6.5 s).
     parse_processes: int = Field("auto", ge=0, le=256)  # type: ignore[assignment]
     # A pool's processes take ~0.4 CPU s each to start (their imports), about what it saves on ~1,000 pages:
     # a fetch of fewer entries (a crawl's first rounds, a small site) parses in the fetch process.
@@ -169,12 +170,12 @@ class FetcherConfig(Section):
         if value != "auto":
             return value
         # Only a lone fetch process keeps a pool (with fetcher.processes above 1 each parses its own pages).
-        return spare_cores() if info.data.get("processes", 1) == 1 else 0
+        return usable_cores() if info.data.get("processes", 1) == 1 else 0
 
 
-def spare_cores() -> int:
-    """The cores this process may run on (its CPU affinity, which a container's cpuset limits) but one."""
-    return max(0, len(os.sched_getaffinity(0)) - 1) if hasattr(os, "sched_getaffinity") else max(0, (os.cpu_count() or 1) - 1)
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which a container's cpuset limits)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 class RobotsConfig(Section):

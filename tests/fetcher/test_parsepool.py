@@ -12,7 +12,7 @@ import structlog
 from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
-from crawler.config import spare_cores
+from crawler.config import usable_cores
 from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.service import fetch_segment
 from crawler.segments.layout import Segment
@@ -93,10 +93,10 @@ class TestParsePool:
 
     def test_config_key_bounds(self, tmp_path):
         """fetcher.parse_processes is a count, 0 (parse in the fetch process) or more, or "auto" (the default):
-        every usable core but the fetch process's, for a lone fetch process only."""
+        one per usable core, for a lone fetch process only."""
         cores = len(os.sched_getaffinity(0))
-        assert make_cfg(tmp_path).fetcher.parse_processes == cores - 1 == spare_cores()
-        assert make_cfg(tmp_path, "fetcher.parse_processes=auto").fetcher.parse_processes == cores - 1
+        assert make_cfg(tmp_path).fetcher.parse_processes == cores == usable_cores()
+        assert make_cfg(tmp_path, "fetcher.parse_processes=auto").fetcher.parse_processes == cores
         assert make_cfg(tmp_path, "fetcher.processes=2").fetcher.parse_processes == 0
         assert make_cfg(tmp_path, "fetcher.parse_processes=0").fetcher.parse_processes == 0
         with pytest.raises(Exception, match="parse_processes"):
