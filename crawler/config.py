@@ -151,7 +151,7 @@ class FetcherConfig(Section):
     # Parse in this many worker processes (kept for all rounds by crawl and the daemon); 0 = in the fetch
     # process. "auto" (the default): one per usable core. With its parsing handed over, the fetch process
     # uses ~0.4 of a core, so one parse process per core but one left a core part idle and made that one
-    # process the limit (docs/benchmarks.md, "Parse processes on every core": scipy 8.3 -> 6.5 s).
+    # process the limit (docs/benchmarks.md, "Parse processes on every core": the SciPy tree 8.3 -> 7.1 s).
     parse_processes: int = Field("auto", ge=0, le=256)  # type: ignore[assignment]
     # A pool's processes take ~0.4 CPU s each to start (their imports), about what it saves on ~1,000 pages:
     # a fetch of fewer entries (a crawl's first rounds, a small site) parses in the fetch process.
