@@ -226,15 +226,16 @@ class Politeness:
     # -- persistence -----------------------------------------------------------------------------------
 
     def _offset(self) -> float:
-        """Add to a time on ``clock`` to get wall-clock time."""
+        """Add to a time on ``clock`` to get wall-clock time. With a state file the clock is the boot's
+        monotonic one (the default), which the file maps exactly between processes of one boot."""
         return time.time() - self.clock()
 
     def _restore(self) -> None:
         assert self._file is not None
-        loaded = self._file.load(self.log)
+        offset = self._offset()
+        loaded = self._file.load(self.log, offset)
         if loaded is None:
             return
-        offset = self._offset()
         if not loaded.clean:
             # Killed mid-fetch: starts after the last save are unknown, so every key waits as if it
             # had one just after it.
@@ -246,9 +247,8 @@ class Politeness:
             state.origins.update(record.origins)
             self._set_base(state)
 
-    def _snapshot(self) -> dict[str, QueueRecord]:
+    def _snapshot(self, offset: float) -> dict[str, QueueRecord]:
         now = self.clock()
-        offset = self._offset()
         return {key: QueueRecord(last_start=s.last_start + offset, hold_until=s.hold_until + offset,
                                  origins={o: d for o, d in s.origins.items() if d is not None})
                 for key, s in self._keys.items() if s.next_allowed > now or s.busy}
@@ -256,8 +256,9 @@ class Politeness:
     async def save(self, clean: bool) -> None:
         if self._file is None:
             return
-        snapshot = self._snapshot()
-        await asyncio.to_thread(self._file.save, snapshot, clean, self.log)
+        offset = self._offset()
+        snapshot = self._snapshot(offset)
+        await asyncio.to_thread(self._file.save, snapshot, clean, self.log, offset)
 
     @contextlib.asynccontextmanager
     async def keeping(self) -> AsyncIterator[None]:

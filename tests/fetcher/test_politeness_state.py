@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import time
@@ -154,12 +155,34 @@ class TestStateFile:
         first.dispatched(state)
         first.started(state)
         first.hold(first.attach("held"), 60)
-        first._file.save(first._snapshot(), clean=True)
+        asyncio.run(first.save(clean=True))
         second = Politeness(FetcherConfig(min_delay=5), state_file=path)
         now = time.monotonic()
         assert second.ready_at(second.attach("h"), 1, now) > now + 4
         assert second.ready_at(second.attach("held"), 1, now) > now + 59
         assert second.ready_at(second.attach("new"), 1, now) is None
+
+    def test_a_wall_clock_step_between_writer_and_reader_moves_no_start(self, tmp_path):
+        """Written on this boot, a start is read back as the writer's monotonic stamp, whatever the wall
+        clock did in between: here the writer's wall clock ran 5 s behind the reader's."""
+        path = tmp_path / "politeness.json"
+        started = time.monotonic()
+        behind = time.time() - time.monotonic() - 5.0  # the writer's wall-minus-monotonic offset
+        PolitenessFile(path).save({"h": QueueRecord(last_start=started + behind)}, clean=True, offset=behind)
+        assert json.loads(path.read_text())["boot_id"]
+        reader = Politeness(FetcherConfig(min_delay=3), state_file=path)
+        now = time.monotonic()
+        assert reader.ready_at(reader.attach("h"), 1, now) > now + 2
+
+    def test_a_file_of_another_boot_is_read_by_the_wall_clock(self, tmp_path):
+        """After a reboot the monotonic clock restarted: only the wall-clock times mean anything."""
+        path = tmp_path / "politeness.json"
+        PolitenessFile(path).save({"h": QueueRecord(last_start=time.time())}, clean=True, offset=-1e6)
+        body = json.loads(path.read_text())
+        path.write_text(json.dumps({**body, "boot_id": "another-boot"}))
+        reader = Politeness(FetcherConfig(min_delay=3), state_file=path)
+        now = time.monotonic()
+        assert 2 < reader.ready_at(reader.attach("h"), 1, now) - now <= 3.01
 
     def test_after_an_unclean_end_every_key_waits_its_delay(self, tmp_path):
         """A file not marked clean (the writer was killed): even keys it does not list wait the delay."""
@@ -173,11 +196,13 @@ class TestStateFile:
         """Two writers' keys are both kept; the latest start and hold win; long-past keys are dropped."""
         path = tmp_path / "politeness.json"
         now = time.time()
+        offset = now - time.monotonic()  # one offset for both writers and the reader: no shift between them
         store = PolitenessFile(path)
-        store.save({"a": QueueRecord(last_start=now - 1), "old": QueueRecord(last_start=now - 3600)}, clean=True)
+        store.save({"a": QueueRecord(last_start=now - 1), "old": QueueRecord(last_start=now - 3600)}, clean=True,
+                   offset=offset)
         store.save({"a": QueueRecord(last_start=now - 2, hold_until=now + 9), "b": QueueRecord(last_start=now)},
-                   clean=True)
-        queues = store.load().queues
+                   clean=True, offset=offset)
+        queues = store.load(offset=offset).queues
         assert sorted(queues) == ["a", "b"]
         assert (queues["a"].last_start, queues["a"].hold_until) == (round(now - 1, 6), round(now + 9, 6))
 
