@@ -142,10 +142,19 @@ def _started() -> None:
     gc.enable()
 
 
+# The commands that may parse in a pool: they start its fork server first thing.
+_POOL_COMMANDS = frozenset(("crawl", "fetch", "daemon"))
+
+
 def _main(argv: Sequence[str] | None, own_process: bool = False) -> int:
+    started = False
     try:
         args = build_parser().parse_args(argv)
         cfg = _load(args)
+        from crawler.fetcher import forkserver
+
+        if args.command in _POOL_COMMANDS and forkserver.wanted(cfg):
+            started = forkserver.warm_up()  # its imports overlap this command's (crawler/fetcher/forkserver.py)
         from crawler.log import configure_logging
         from crawler.storage.workspace import open_workspace
 
@@ -172,3 +181,6 @@ def _main(argv: Sequence[str] | None, own_process: bool = False) -> int:
         structlog.get_logger().exception("crawler.internal_error")
         print(f"crawler: internal error: {exc.__class__.__name__}: {exc}".splitlines()[0], file=sys.stderr)
         return 1
+    finally:
+        if started:
+            forkserver.stop()

@@ -153,9 +153,12 @@ class FetcherConfig(Section):
     # uses ~0.4 of a core, so one parse process per core but one left a core part idle and made that one
     # process the limit (docs/benchmarks.md, "Parse processes on every core": the SciPy tree 8.3 -> 7.1 s).
     parse_processes: int = Field("auto", ge=0, le=256)  # type: ignore[assignment]
-    # A pool's processes take ~0.4 CPU s each to start (their imports), about what it saves on ~1,000 pages:
-    # a fetch of fewer entries (a crawl's first rounds, a small site) parses in the fetch process.
-    parse_pool_min_entries: int = Field(1000, ge=0)
+    # A pool's processes are forks of a server that did their imports at the command's start
+    # (crawler/fetcher/forkserver.py): ready in ~60-200 ms for ~0.3 CPU s on the other cores, where spawned
+    # ones took ~0.4 CPU s each, so the pool pays from about a hundred pages (PostgreSQL's 1,135-page tree:
+    # 3.00 s with 1,000 here, 2.59 with 200, 2.23 with 0). A fetch of fewer entries (a handful of seeds, a
+    # test) parses in the fetch process and keeps the pool's memory for later.
+    parse_pool_min_entries: int = Field(100, ge=0)
     # In-round following (crawler/fetcher/follow.py): a page's same-origin outlinks that the webdb does not
     # know are fetched in the same fetch, up to this many link hops from a fetchlist entry; 0 = off (new links
     # wait for updatedb and the next round). Without it a site costs one round per level of its link tree.

@@ -43,6 +43,7 @@ from typing import Any
 
 from crawler.config import CrawlerConfig
 from crawler.errors import CrawlerError
+from crawler.fetcher import forkserver
 from crawler.fetcher.outlinks import same_origin_links
 from crawler.fetcher.records import add_robots_sitemaps, body_digest
 from crawler.memory import give_back, settle
@@ -358,7 +359,7 @@ class ParsePool:
 
     def __init__(self, cfg: CrawlerConfig, processes: int) -> None:
         self.processes = processes
-        context = multiprocessing.get_context("spawn")
+        context = forkserver.context()
         self._keys = itertools.count()
         commits, commit_sender = _pipe()
         done, done_sender = _pipe()

@@ -27,6 +27,7 @@ import uvloop
 
 from crawler.config import CrawlerConfig
 from crawler.errors import CrawlerError
+from crawler.fetcher import forkserver
 from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.robots import Remembered
 from crawler.fetcher.service import FetchReport, fetch_segment
@@ -146,6 +147,9 @@ class RoundsPool:
         self.command = command
         self.pool: ParsePool | None = None
         self.usable = cfg.fetcher.parse and cfg.fetcher.parse_processes >= 1
+        # The pool's fork server, if the command has not started it already (forkserver.py): whoever
+        # started it stops it.
+        self._server = forkserver.warm_up() if self.usable else False
 
     def for_fetch(self, segment: Segment, partitions: list[int] | None) -> ParsePool | None:
         if self.pool is None and wants_pool(self.cfg, segment, partitions):
@@ -171,6 +175,8 @@ class RoundsPool:
     def __exit__(self, *exc: object) -> None:
         if self.pool is not None:
             self.pool.close()
+        if self._server:
+            forkserver.stop()
 
 
 def run_fetch(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None = None,

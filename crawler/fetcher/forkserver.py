@@ -1,0 +1,61 @@
+"""The fork server a parse pool's processes are forked from (multiprocessing's "forkserver" method).
+
+The server imports what a parse process needs once (pydantic, selectolax, the parsers: ``PRELOAD``);
+each process of a pool is then a fork of it, ready in a few milliseconds, where a spawned process
+started an interpreter and did those imports itself (~0.4 CPU s each, three processes a pool). That is
+what made a pool too dear for a crawl of a few hundred pages (``fetcher.parse_pool_min_entries``).
+
+``warm_up`` starts the server as soon as the command knows it may want a pool (cli.py, before the
+command's own imports), so the server's imports run on another core while the command starts. The
+server forks from a single-threaded process, which a plain fork of the fetch process (DuckDB's and
+asyncio's threads) would not be. It holds no pyarrow: the part writer imports it after its fork, and
+the parse processes never do. ``stop`` ends the server and reaps it, so that its CPU and that of the
+pool processes it reaped count as the command's children's, as a spawned pool's did; without it the
+server still exits with the command (its pipe closes).
+
+This module imports nothing heavy: cli.py calls it before loading the fetcher.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from typing import Any
+
+PRELOAD = ["crawler.fetcher.parsepool"]
+_STATE = {"started": False}
+
+
+def context() -> Any:
+    """The multiprocessing context of the parse pools."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
+def wanted(cfg: Any) -> bool:
+    """Whether a fetch with this config may parse in a pool (``fetcher.parse``, ``fetcher.parse_processes``)."""
+    return bool(cfg.fetcher.parse) and cfg.fetcher.parse_processes >= 1
+
+
+def warm_up() -> bool:
+    """Start the server now (it does its imports meanwhile); True if this call started it."""
+    from multiprocessing import forkserver
+
+    if _STATE["started"]:
+        return False
+    context()
+    forkserver.ensure_running()
+    _STATE["started"] = True
+    return True
+
+
+def stop() -> None:
+    """Stop the server ``warm_up`` started, and wait for it."""
+    from multiprocessing import forkserver
+
+    if not _STATE["started"]:
+        return
+    _STATE["started"] = False
+    end = getattr(forkserver._forkserver, "_stop", None)  # CPython 3.8-3.14: closes its pipe and waits
+    if end is not None:
+        end()

@@ -1,0 +1,40 @@
+"""A parse pool's processes are forks of one fork server, started early and stopped (and reaped) by its starter."""
+
+from __future__ import annotations
+
+import os
+from multiprocessing import forkserver as mp_forkserver
+from pathlib import Path
+
+from crawler.config import CrawlerConfig
+from crawler.fetcher import forkserver
+from crawler.fetcher.parsepool import ParsePool
+
+
+def _parent(pid: int) -> int:
+    # /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces, so split after its ')'.
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_pool_processes_are_forks_of_the_warmed_server_which_stop_reaps():
+    forkserver.stop()  # a server an earlier test started is not this test's
+    assert forkserver.warm_up() is True
+    assert forkserver.warm_up() is False  # one server: a second caller neither starts nor owns it
+    server = mp_forkserver._forkserver._forkserver_pid
+    try:
+        with ParsePool(CrawlerConfig(), 1) as pool:
+            children = [child.pid for child in pool._children]
+            assert len(children) == 2  # a parse process and the part writer
+            assert {_parent(pid) for pid in children} == {server}
+    finally:
+        forkserver.stop()
+    assert not Path(f"/proc/{server}").exists()  # reaped, not left a zombie or an orphan
+    assert forkserver.warm_up() is True  # a later command starts a new one
+    forkserver.stop()
+
+
+def test_a_pool_without_warm_up_still_starts():
+    """A caller that did not warm the server up (a library user) gets one on the pool's first start."""
+    forkserver.stop()
+    with ParsePool(CrawlerConfig(), 1) as pool:
+        assert all(child.pid and child.pid != os.getpid() for child in pool._children)
