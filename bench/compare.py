@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from crawlargs import crawl_args  # noqa: E402
+from crawlargs import crawl_args, crawler_env  # noqa: E402
 from nginx import Nginx  # noqa: E402
 from observer import Origin, Report, combine, observe, read_nginx, table  # noqa: E402
 from sitegen import generate  # noqa: E402
@@ -125,7 +125,7 @@ def run_crawler(seeds: Path, concurrency: int, tag: str, name: str = "crawler") 
     tree = TREES.get(name)
     config = ["-c", str(Path(tree) / "config.yaml")] if tree else []  # the tree's own keys
     cmd = [str(CRAWLER), *crawl_args(seeds, crawl_dir, concurrency), *config, *_variant(name)]
-    env = {"PYTHONPATH": tree} if tree else None
+    env = crawler_env(tree or ROOT)  # the `crawler` script puts its venv first; PYTHONPATH wins
     wall, cpu, rss = timed(cmd, WORK / f"{name}-{tag}.log", env)
     table = pq.ParquetDataset(sorted(crawl_dir.glob("segments/*/fetcher/part-*.parquet"))).read(
         columns=["url", "status", "fetch_time"])

@@ -34,7 +34,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from crawlargs import crawl_settings  # noqa: E402
+from crawlargs import crawl_settings, crawler_env  # noqa: E402
 from nginx import Nginx, ensure_nginx  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -294,7 +294,7 @@ def run_crawler(server: Sites, site: Site, addr: str, tag: str, args: argparse.N
     cmd = [str(args.crawler), "crawl", "--seeds", str(seeds), "--rounds", str(args.rounds),
            "--top-n", "10000000", *config, *crawl_settings(args.concurrency),
            "-D", "db.ignore_external_links=true", *[a for d in args.define for a in ("-D", d)]]
-    env = {"PYTHONPATH": str(tree)}  # the `crawler` script puts its venv first; PYTHONPATH wins
+    env = crawler_env(tree)  # the `crawler` script puts its venv first; PYTHONPATH wins
     offset, served = server.log_size(), server.cpu_seconds()
     log = WORK / f"crawler-{args.label}-{site.name}-{tag}.log"
     status, wall, cpu, rss = timed(cmd, log, env)

@@ -56,7 +56,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare import _SHIM, CRAWLER, CRAWLER_VARIANTS, PEERS, ROOT, Run, _histogram, _variant, median_row, plot  # noqa: E402
 from compare import WORK as BENCH_WORK  # noqa: E402
-from crawlargs import crawl_settings  # noqa: E402
+from crawlargs import crawl_settings, crawler_env  # noqa: E402
 from nginx import Nginx  # noqa: E402
 from observer import Origin, Report, combine, observe, read_nginx, table  # noqa: E402
 from proctree import TreeSampler  # noqa: E402
@@ -208,7 +208,7 @@ def run_crawler(seeds: Path, name: str, tag: str, args: argparse.Namespace,
     config = ["-c", str(tree / "config.yaml"), "-D", f"crawl_dir={crawl}"]
     cmd = [str(CRAWLER), "crawl", "--seeds", str(seeds), "--rounds", str(args.rounds), *config,
            *crawl_settings(args.concurrency), "-D", "db.ignore_external_links=true", *_variant(name)]
-    env = {"PYTHONPATH": str(tree)}  # the `crawler` script puts its venv first; PYTHONPATH wins
+    env = crawler_env(tree)  # the `crawler` script puts its venv first; PYTHONPATH wins
     log = WORK / f"{name}-{tag}.log"
     t = timed(cmd, log, env)
     rows = pq.ParquetDataset(sorted(crawl.glob("segments/*/fetcher/part-*.parquet"))).read(
