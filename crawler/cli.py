@@ -19,8 +19,9 @@ from crawler.storage.access import ACCESS
 if TYPE_CHECKING:
     from crawler.config import CrawlerConfig
 
-# The config (pydantic), logging (structlog) and the workspace are imported by main(), not here: a parse
-# pool's processes are spawned, and each imports the `crawler` script's module, this one, for nothing.
+# The config (pydantic), logging (structlog) and the workspace are imported by main(), not here: each
+# process of a parse pool (forked from the fork server, crawler/fetcher/forkserver.py) and the fork server
+# itself import the `crawler` script's module, this one, for nothing.
 
 
 class _Parser(argparse.ArgumentParser):

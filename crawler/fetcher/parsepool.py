@@ -3,9 +3,9 @@
 Parsing and encoding the parts (WARC gzip and digests, Parquet) are the CPU
 cost of a page besides HTTP itself (DESIGN 3): done in the fetch process they
 serialise with fetching on one core. A ParsePool keeps
-``fetcher.parse_processes`` parse processes and one writer process alive
-(``crawler crawl`` keeps one pool for all its rounds, so the ~0.5 s start of a
-process is paid once). The writer is separate so that a part being written
+``fetcher.parse_processes`` parse processes and one writer process alive,
+forks of a fork server the command started first thing (crawler/fetcher/forkserver.py),
+so a pool is ready in ~0.1 s; ``crawler crawl`` keeps one pool for all its rounds. The writer is separate so that a part being written
 (up to ``fetcher.commit_records`` records) never holds up the pages waiting to
 be parsed.
 
@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import fcntl
 import itertools
-import multiprocessing
 import os
 import pickle
 import signal
@@ -75,7 +74,7 @@ def archived(response: Response) -> Response | bytes:
 
 
 def _pipe() -> tuple[Connection, Connection]:
-    receiver, sender = multiprocessing.get_context("spawn").Pipe(duplex=False)
+    receiver, sender = forkserver.context().Pipe(duplex=False)
     with contextlib.suppress(OSError):  # a lower pipe-max-size: the default 64 kB, sends just block sooner
         fcntl.fcntl(sender.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
     return receiver, sender
