@@ -4,10 +4,11 @@ Parsing and encoding the parts (WARC gzip and digests, Parquet) are the CPU
 cost of a page besides HTTP itself (DESIGN 3): done in the fetch process they
 serialise with fetching on one core. A ParsePool keeps
 ``fetcher.parse_processes`` parse processes and one writer process alive,
-forks of a fork server the command started first thing (crawler/fetcher/forkserver.py),
-so a pool is ready in ~0.1 s; ``crawler crawl`` keeps one pool for all its rounds. The writer is separate so that a part being written
-(up to ``fetcher.commit_records`` records) never holds up the pages waiting to
-be parsed.
+forks of a fork server the command started first thing
+(crawler/fetcher/forkserver.py), so a pool is ready in ~0.1 s; ``crawler crawl``
+keeps one pool for all its rounds. The writer is separate so that a part being
+written (up to ``fetcher.commit_records`` records) never holds up the pages
+waiting to be parsed.
 
 A page crosses processes once: the fetch process sends the response to a
 parse process, which parses it, encodes its WARC records and hands the
