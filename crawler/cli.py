@@ -152,10 +152,11 @@ def _main(argv: Sequence[str] | None, own_process: bool = False) -> int:
     try:
         args = build_parser().parse_args(argv)
         cfg = _load(args)
-        from crawler.fetcher import forkserver
+        if args.command in _POOL_COMMANDS:  # only these pay for importing multiprocessing's fork server
+            from crawler.fetcher import forkserver
 
-        if args.command in _POOL_COMMANDS and forkserver.wanted(cfg):
-            started = forkserver.warm_up()  # its imports overlap this command's (crawler/fetcher/forkserver.py)
+            if forkserver.wanted(cfg):  # its imports overlap this command's (crawler/fetcher/forkserver.py)
+                started = forkserver.warm_up()
         from crawler.log import configure_logging
         from crawler.storage.workspace import open_workspace
 

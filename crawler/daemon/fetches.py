@@ -24,6 +24,7 @@ from crawler.daemon.overlap import HostTracker, hosts_left
 from crawler.daemon.shared import FetchShared, fetchlist_hashes
 from crawler.daemon.status import DaemonStatus
 from crawler.daemon.wake import Wake
+from crawler.fetcher import forkserver
 from crawler.fetcher.events import FetchDone, FetchProgress
 from crawler.fetcher.known import KnownFetched
 from crawler.fetcher.parsepool import ParsePool
@@ -82,7 +83,7 @@ class Fetches:
         self.parse_pool: ParsePool | None = None
 
     def open_parse_pool(self, cfg: CrawlerConfig) -> None:
-        if cfg.fetcher.parse and cfg.fetcher.parse_processes > 0:
+        if forkserver.wanted(cfg):
             # One pool for the daemon's life, shared by its concurrent fetches (crawl keeps one across rounds):
             # starting the processes costs about 0.5 s. Read at start; a SIGHUP does not resize it.
             self.parse_pool = ParsePool(cfg, cfg.fetcher.parse_processes)

@@ -13,12 +13,14 @@ the parse processes never do. ``stop`` ends the server and reaps it, so that its
 pool processes it reaped count as the command's children's, as a spawned pool's did; without it the
 server still exits with the command (its pipe closes).
 
-This module imports nothing heavy: cli.py calls it before loading the fetcher.
+This module imports nothing heavy (multiprocessing's fork server, ~20 ms): cli.py imports it, for the
+commands that may want a pool only, before loading the fetcher.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+from multiprocessing import forkserver
 from typing import Any
 
 PRELOAD = ["crawler.fetcher.parsepool"]
@@ -33,14 +35,13 @@ def context() -> Any:
 
 
 def wanted(cfg: Any) -> bool:
-    """Whether a fetch with this config may parse in a pool (``fetcher.parse``, ``fetcher.parse_processes``)."""
+    """Whether a fetch with this config may parse in a pool (``fetcher.parse``, ``fetcher.parse_processes``):
+    the one test of it, for the cli, crawl's and fetch's RoundsPool and the daemon."""
     return bool(cfg.fetcher.parse) and cfg.fetcher.parse_processes >= 1
 
 
 def warm_up() -> bool:
     """Start the server now (it does its imports meanwhile); True if this call started it."""
-    from multiprocessing import forkserver
-
     if _STATE["started"]:
         return False
     context()
@@ -51,8 +52,6 @@ def warm_up() -> bool:
 
 def stop() -> None:
     """Stop the server ``warm_up`` started, and wait for it."""
-    from multiprocessing import forkserver
-
     if not _STATE["started"]:
         return
     _STATE["started"] = False

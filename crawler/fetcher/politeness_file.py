@@ -13,8 +13,8 @@ clock minus its monotonic clock at the write: a reader on the same boot maps the
 times back through the writer's offset, so they are the writer's monotonic stamps
 exactly, and a wall-clock step between two rounds (NTP, a VM's clock sync) never
 moves a recorded start closer. After a reboot the wall clock is all there is.
-Only keys whose next start is still in the future are kept (a recent start, a Crawl-delay, a Retry-After), so the
-file stays small whatever the crawl's size. Several processes (``fetcher.processes``,
+Only keys whose next start is still in the future are kept (a recent start, a
+Crawl-delay, a Retry-After), so the file stays small whatever the crawl's size. Several processes (``fetcher.processes``,
 a ``crawl`` beside a ``fetch``) merge into it under an advisory lock: per key,
 the latest start and the latest hold win. An unreadable file is reported and
 ignored: politeness state is an optimisation of waiting, never a reason to stop.

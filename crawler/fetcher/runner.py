@@ -129,7 +129,7 @@ def shares(partitions: list[int], processes: int) -> list[list[int]]:
 def wants_pool(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None = None) -> bool:
     """Whether a fetch of ``segment`` (its ``partitions``) parses in a pool: configured, and with
     ``fetcher.parse_pool_min_entries`` entries or more to fetch (enough to pay for the pool's start)."""
-    if not cfg.fetcher.parse or cfg.fetcher.parse_processes < 1:
+    if not forkserver.wanted(cfg):
         return False
     present = set(segment.fetchlist_partitions())
     chosen = present if partitions is None else present.intersection(partitions)
@@ -146,7 +146,7 @@ class RoundsPool:
         self.cfg = cfg
         self.command = command
         self.pool: ParsePool | None = None
-        self.usable = cfg.fetcher.parse and cfg.fetcher.parse_processes >= 1
+        self.usable = forkserver.wanted(cfg)
         # The pool's fork server, if the command has not started it already (forkserver.py): whoever
         # started it stops it.
         self._server = forkserver.warm_up() if self.usable else False

@@ -247,5 +247,6 @@ async def test_idle_daemon_fetches_a_dropped_seed_file_politely(tmp_path):
     assert pages <= {r.target for r in requests if r.status == 200}, [r.target for r in requests]
     origins = {f"http://127.0.7.9:{port}": Origin(robots=site.files["/robots.txt"], in_flight=2)}
     total, queues = observe(requests, origins, in_flight=2, tolerance=tolerance)
-    assert total.violations == 0, f"\ntolerance {tolerance * 1000:.0f} ms\n" + table([*queues.values(), total], label="queue") + "\n" + "\n".join(
-        total.examples)
+    assert total.violations == 0, (f"\ntolerance {tolerance * 1000:.0f} ms\n"
+                                   + table([*queues.values(), total], label="queue") + "\n"
+                                   + "\n".join(total.examples))
