@@ -46,6 +46,16 @@ def rss_bytes(pid: int) -> int:
         return 0
 
 
+def name_of(pid: int) -> str:
+    """What a process is, for a reader: its command line, shortened (a parse process and a fork server
+    are all `python -c ...`, told apart by their arguments)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "?"
+    return " ".join(a.decode(errors="replace") for a in argv if a)[:90]
+
+
 class TreeSampler:
     """Samples the summed RSS of ``pid``'s descendants (and of ``pid`` itself unless ``skip_root``:
     the launcher of a contender is ours, not the contender's) in a thread, until stopped."""
@@ -55,14 +65,18 @@ class TreeSampler:
         self.peak_bytes = 0
         self.peak_processes = 0
         self.samples = 0
+        self.peak_parts: list[tuple[int, str, float]] = []  # (pid, name, MB) of each process at the peak
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"rss-sampler-{pid}", daemon=True)
 
     def sample(self) -> int:
         """One sample now: the summed RSS in bytes (the peaks are updated)."""
         pids = descendants(self.pid) + ([] if self.skip_root else [self.pid])
-        total = sum(rss_bytes(p) for p in pids)
-        self.peak_bytes = max(self.peak_bytes, total)
+        sizes = [(p, rss_bytes(p)) for p in pids]
+        total = sum(size for _, size in sizes)
+        if total > self.peak_bytes:
+            self.peak_bytes = total
+            self.peak_parts = [(p, name_of(p), size / 2**20) for p, size in sizes]
         self.peak_processes = max(self.peak_processes, sum(1 for p in pids if os.path.exists(f"/proc/{p}")))
         self.samples += 1
         return total

@@ -192,6 +192,8 @@ def timed(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> dict[
     if status != 0:
         raise RuntimeError(f"{cmd[0]} failed (exit {status}); see {log}")
     usage = json.loads(figures.read_text())
+    for pid, name, mb in sorted(sampler.peak_parts, key=lambda part: -part[2]):
+        print(f"  at the summed peak: {mb:6.0f} MB  pid {pid}  {name}", flush=True)
     return {"wall": wall, "cpu": usage["cpu"], "rss_mb": usage["rss_kb"] / 1024,
             "tree_rss_mb": sampler.peak_mb, "processes": sampler.peak_processes}
 

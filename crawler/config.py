@@ -154,11 +154,12 @@ class FetcherConfig(Section):
     # process the limit (docs/benchmarks.md, "Parse processes on every core": the SciPy tree 8.3 -> 7.1 s).
     parse_processes: int = Field("auto", ge=0, le=256)  # type: ignore[assignment]
     # A pool's processes are forks of a server that did their imports at the command's start
-    # (crawler/fetcher/forkserver.py): ready in ~60-200 ms for ~0.3 CPU s on the other cores, where spawned
-    # ones took ~0.4 CPU s each, so the pool pays from about a hundred pages (PostgreSQL's 1,135-page tree:
-    # 3.00 s with 1,000 here, 2.59 with 200, 2.23 with 0). A fetch of fewer entries (a handful of seeds, a
-    # test) parses in the fetch process and keeps the pool's memory for later.
-    parse_pool_min_entries: int = Field(100, ge=0)
+    # (crawler/fetcher/forkserver.py): ready in ~60-200 ms for ~0.3 CPU s on the other cores. Started with
+    # the first page it pays even on a crawl of a few hundred pages: the seven real trees, alternating,
+    # medians of 3, 32.3 s in all with 100 here, 30.5 with 0, no tree slower (django 2.67 -> 2.28 s;
+    # docs/benchmarks.md, "Parse pool from the first page"). A larger value keeps small fetches (a handful
+    # of seeds) in the fetch process, which saves the pool's memory until a round is that large.
+    parse_pool_min_entries: int = Field(0, ge=0)
     # In-round following (crawler/fetcher/follow.py): a page's same-origin outlinks that the webdb does not
     # know are fetched in the same fetch, up to this many link hops from a fetchlist entry; 0 = off (new links
     # wait for updatedb and the next round). Without it a site costs one round per level of its link tree.

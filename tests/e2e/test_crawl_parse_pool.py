@@ -1,4 +1,5 @@
-"""`crawl` starts its parse pool at the first round large enough to pay for it (fetcher.parse_pool_min_entries)."""
+"""`crawl` starts its parse pool at the first round large enough to pay for it (fetcher.parse_pool_min_entries:
+by default the first round)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ async def _crawl(tmp_path, demo_site, crawl_args, *overrides: str):
 
 async def test_a_small_crawl_parses_in_the_fetch_process(tmp_path, demo_site, crawl_args):
     """No round of the demo site has 1,000 entries: no pool is started, and every page is parsed all the same."""
-    result = await _crawl(tmp_path, demo_site, crawl_args)
+    result = await _crawl(tmp_path, demo_site, crawl_args, "-D", "fetcher.parse_pool_min_entries=1000")
     assert _pool_events(result) == []
     segments = [Segment(p) for p in sorted((tmp_path / "segments").iterdir())]
     fetched = {r["url"] for s in segments for r in read_rows(s) if r["status"] == "success"}
@@ -44,3 +45,14 @@ async def test_the_pool_starts_once_at_the_first_round_that_wants_it(tmp_path, d
     assert len(started) == 1 and started[0]["processes"] == 1
     rounds = [e["segment"] for e in result.events() if e.get("event") == "crawl.round"]
     assert started[0]["segment"] == rounds[1]
+
+
+async def test_by_default_the_pool_parses_from_the_first_round(tmp_path, demo_site, crawl_args):
+    """parse_pool_min_entries ships at 0: the one-seed first round already parses in the pool."""
+    result = await _crawl(tmp_path, demo_site, crawl_args)
+    started = _pool_events(result)
+    rounds = [e["segment"] for e in result.events() if e.get("event") == "crawl.round"]
+    assert len(started) == 1 and started[0]["segment"] == rounds[0]
+    segments = [Segment(p) for p in sorted((tmp_path / "segments").iterdir())]
+    fetched = {r["url"] for s in segments for r in read_rows(s) if r["status"] == "success"}
+    assert len(fetched) > 5 and {r["url"] for s in segments for r in read_rows(s, "parse_text")} == fetched
