@@ -63,5 +63,5 @@ def body_digest(body: bytes) -> str:
 
 def add_robots_sitemaps(parse_data: dict[str, Any], sitemaps: list[str]) -> None:
     """Append a host's robots.txt Sitemap: URLs to a parse_data row as outlinks (anchor "sitemap"), marked as such."""
-    parse_data["outlinks"] += [{"url": u, "anchor": "sitemap"} for u in sitemaps]
+    parse_data["outlinks"] += [(u, "sitemap") for u in sitemaps]
     parse_data["metadata"].append((ROBOTS_SITEMAPS, str(len(sitemaps))))
