@@ -38,5 +38,11 @@ def settle() -> None:
 def give_back() -> None:
     """Collect reference cycles and return freed heap memory to the kernel where the C library can."""
     gc.collect()
+    trim()
+
+
+def trim() -> None:
+    """Return freed heap memory to the kernel where the C library can (~0.2-0.4 ms on a parse process's
+    heap, ~3 ms after a 2.5 MB page's tree was freed)."""
     if _TRIM is not None:
         _TRIM(0)
