@@ -99,7 +99,9 @@ class CrawlLoop:
             self.log.warning("daemon.one_fetch_process", processes=cfg.fetcher.processes,
                              reason="the daemon fetches in its own process, so that its concurrent segments share "
                                     "one politeness state; fetcher.processes applies to crawler fetch and crawl")
-        self.fetches.open_parse_pool(cfg)
+        # In a thread: forking the pool waits for the fork server's imports if they are not done yet, and the
+        # daemon's endpoint answers on this loop meanwhile (the pool binds to the loop at its first page).
+        await asyncio.to_thread(self.fetches.open_parse_pool, cfg)
         watcher = asyncio.create_task(watch_seeds(lambda: Path(self.config().daemon.seeds),
                                                   lambda: self.wake.changed("seeds"), self.stop, self.log))
         try:
