@@ -36,8 +36,9 @@ without end, one distinct page at a time, and are left to the rounds, where
 grows without end (``/d1/d2/d3/``...) stops at ``urls.max_path_depth``, as
 it would over the rounds: the same requests, sooner.
 ``fetch.done``'s ``follow_skipped`` counts the links left for a budget
-(``max_per_host``, ``max_per_fetch``, ``queue_full``) and the pages left as repeats
-(``repeated_page``).
+(``max_per_host``, ``max_per_fetch``, ``queue_full``) and the pages whose links were
+left: as repeats (``repeated_page``), or ``follow_depth`` hops from their entry
+(``max_depth``).
 """
 
 from __future__ import annotations
@@ -80,7 +81,10 @@ class Follower:
 
     def wants_links(self, entry: dict[str, Any]) -> bool:
         """Whether the page of ``entry`` may have its outlinks followed (so its parse hands them back)."""
-        if self.every is None or (entry.get("follow_depth") or 0) >= self.depth:
+        if self.every is None:
+            return False
+        if (entry.get("follow_depth") or 0) >= self.depth:
+            self._skip("max_depth")  # a page whose links wait for the next round: a cut, so it is counted
             return False
         source = entry.get("redirect_source")
         # A hop to another host reached a host whose webdb URLs this fetch did not load.

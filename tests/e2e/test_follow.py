@@ -81,9 +81,12 @@ async def test_one_round_fetches_the_whole_chain_once_and_obeys_robots(tmp_path,
 
 async def test_follow_depth_counts_link_hops_from_a_fetchlist_entry(tmp_path, crawl_args):
     async with SiteServer(_chain_site(tmp_path / "site"), "127.0.0.1", 0) as site:
-        await _one_round(site.url("/"), tmp_path, crawl_args, "-D", "fetcher.follow_depth=2")
+        result = await _one_round(site.url("/"), tmp_path, crawl_args, "-D", "fetcher.follow_depth=2")
         # / -> p0.html (one hop) -> index.html, p1.html (two): p1's links wait for the next round.
         assert set(_pages(site.paths())) == {"/", "/p0.html", "/index.html", "/p1.html"}
+        # The cut is counted: the two pages two hops out had their links left for the next round.
+        done = _events(result.stderr, "fetch.done")
+        assert done[0]["follow_skipped"].get("max_depth") == 2, done
         await _one_round(site.url("/"), tmp_path, crawl_args, "-D", "fetcher.follow_depth=0")
         # Off: round 2 fetches what round 1 left listed, p2.html, and nothing it links to.
         assert set(_pages(site.paths())) == {"/", "/p0.html", "/index.html", "/p1.html", "/p2.html"}
