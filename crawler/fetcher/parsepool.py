@@ -62,8 +62,8 @@ _MAX_BATCH = 32
 # A parse process hands its freed heap back to the kernel after a batch with a page this large, or once
 # this many bytes were parsed since it last did: the tree of a 2.5 MB page left ~33 MB resident in the
 # heap after it was freed, and two parse processes sat at ~110 MB each instead of ~55 for the rest of a
-# crawl (docs/benchmarks.md, "Parse processes give back big pages' heap"). A trim costs ~0.3 ms, ~3 ms
-# after such a page.
+# crawl (docs/benchmarks.md, "Parse processes give back big pages' heap; outlinks as tuples"). A trim
+# costs ~0.3 ms, ~3 ms after such a page.
 _TRIM_PAGE = 1 << 20
 _TRIM_EVERY = 64 << 20
 _LENGTH = struct.Struct("!i")
@@ -102,10 +102,11 @@ def _job_frames(head: tuple[Any, ...], bodies: list[bytes]) -> list[bytes]:
     return [pickle.dumps((*head, len(bodies)), protocol=5), *bodies]
 
 
-def _recv_job(jobs: Connection) -> tuple[Any, ...]:
-    """The job the frames of ``_job_frames`` carry: its head's fields, then its bodies."""
+def _recv_job(jobs: Connection) -> tuple[tuple[Any, ...], int]:
+    """The job the frames of ``_job_frames`` carry (its head's fields, then its bodies), and its bodies' bytes."""
     *head, count = pickle.loads(jobs.recv_bytes())
-    return (*head, *(jobs.recv_bytes() for _ in range(count)))
+    bodies = [jobs.recv_bytes() for _ in range(count)]
+    return (*head, *bodies), sum(map(len, bodies))
 
 
 def _page_job(key: int, url: str, response: Response, content_type: str | None, parse: bool,
@@ -143,12 +144,13 @@ def _parse_worker(cfg: CrawlerConfig, jobs: Connection, replies: Connection, wri
     since_trim = 0
     while True:
         try:
-            batch = [_recv_job(jobs)]
+            received = [_recv_job(jobs)]
         except EOFError:
             return
         with contextlib.suppress(EOFError):  # the fetch process closed the pool: these are answered first
-            while len(batch) < _MAX_BATCH and jobs.poll():
-                batch.append(_recv_job(jobs))
+            while len(received) < _MAX_BATCH and jobs.poll():
+                received.append(_recv_job(jobs))
+        batch = [job for job, _ in received]
         to_writer: list[tuple[int, Any, Any, Any]] = []
         answers = [_job(dispatch, job, to_writer, max_outlinks) for job in batch]
         # To the writer before the answers: the fetch process commits a key only once answered, and by
@@ -156,17 +158,11 @@ def _parse_worker(cfg: CrawlerConfig, jobs: Connection, replies: Connection, wri
         if to_writer:
             writer.send_bytes(pickle.dumps(to_writer, protocol=5))
         replies.send_bytes(pickle.dumps(answers, protocol=5))
-        sizes = [_job_bytes(job) for job in batch]
+        sizes = [size for _, size in received]
         since_trim += sum(sizes)
         if since_trim >= _TRIM_EVERY or max(sizes) >= _TRIM_PAGE:
             trim()
             since_trim = 0
-
-
-def _job_bytes(job: tuple[Any, ...]) -> int:
-    """The bytes of the bodies a job carries (see ``_job`` for the two kinds)."""
-    bodies = job[4:5] if job[0] == "rows" else job[8:]
-    return sum(len(body) for body in bodies if body is not None)
 
 
 def _job(dispatch: ParserDispatch, job: tuple[Any, ...], to_writer: list[tuple[int, Any, Any, Any]],

@@ -13,7 +13,8 @@ def parse_rows(url: str, parse: ParseResult) -> tuple[dict[str, Any], dict[str, 
     Each outlink is a (url, anchor) tuple, which Arrow reads as the OUTLINK struct: a page's outlinks are
     held from its parse until its part is written (in a parse pool, pickled to the writer process), and a
     tuple is a third of a two-key dict's size, pickled and unpickled in a fifth of the time (50 links:
-    12 vs 19 kB resident, 9 vs 49 us; docs/benchmarks.md, "Outlinks as tuples").
+    12 vs 19 kB resident, 9 vs 49 us; docs/benchmarks.md, "Parse processes give back big pages' heap;
+    outlinks as tuples").
     """
     metadata = dict(parse.metadata)
     if parse.noindex:
