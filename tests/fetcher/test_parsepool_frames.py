@@ -28,7 +28,10 @@ def _through_pipe(frames: list[bytes]) -> tuple:
     reader.join()
     receiver.close()
     sender.close()
-    return got[0]
+    job, body_bytes = got[0]
+    # the byte count a parse process trims by is the bodies' bytes, not the pickled head's
+    assert body_bytes == sum(map(len, frames[1:]))
+    return job
 
 
 class TestJobFrames:
