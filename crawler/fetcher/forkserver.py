@@ -19,7 +19,10 @@ commands that may want a pool only, before loading the fetcher.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
+import signal
 from multiprocessing import forkserver
 from typing import Any
 
@@ -51,10 +54,22 @@ def warm_up() -> bool:
 
 
 def stop() -> None:
-    """Stop the server ``warm_up`` started, and wait for it."""
+    """Stop the server ``warm_up`` started, and wait for it.
+
+    SIGTERM first: on its pipe's EOF alone the server raises SystemExit, and its interpreter then frees
+    every module it preloaded one object at a time (50-150 ms on 2 cores, which the command waited for at
+    the end of every ``crawl`` and ``fetch``). The server holds no file or buffer that a teardown would
+    complete, installs no SIGTERM handler, and has reaped every pool process by now (a pool's ``close``
+    returns once the server told it each one's exit), so their CPU still counts as the command's.
+    """
     if not _STATE["started"]:
         return
     _STATE["started"] = False
-    end = getattr(forkserver._forkserver, "_stop", None)  # CPython 3.8-3.14: closes its pipe and waits
+    server = forkserver._forkserver
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    end = getattr(server, "_stop", None)  # CPython 3.8-3.14: closes its pipe, reaps it, removes its socket
     if end is not None:
         end()

@@ -38,3 +38,13 @@ def test_a_pool_without_warm_up_still_starts():
     forkserver.stop()
     with ParsePool(CrawlerConfig(), 1) as pool:
         assert all(child.pid and child.pid != os.getpid() for child in pool._children)
+
+
+def test_a_server_stopped_while_still_importing_is_reaped():
+    """A command that fails right after warming the server up does not wait for the server's imports."""
+    forkserver.stop()
+    assert forkserver.warm_up() is True
+    server = mp_forkserver._forkserver._forkserver_pid
+    forkserver.stop()
+    assert not Path(f"/proc/{server}").exists()
+    assert mp_forkserver._forkserver._forkserver_pid is None  # and a later start makes a new one
