@@ -11,9 +11,10 @@ from crawler.config import CrawlerConfig
 from crawler.plugins import Registry
 
 # Set by the fetcher around a request: called once the request's connection is ready, just before the
-# request is written, which is when the server sees it start. Politeness counts delays from that moment,
-# so a new connection's handshake never shortens the gap the server sees. Protocols without connections
-# may ignore it.
+# request is written, which is when the server sees it start; and for the first request on a new
+# connection, which a server reads only after accepting the connection, again once its answer is in.
+# Politeness counts delays from the last call, so neither a new connection's handshake nor a late accept
+# shortens the gap the server sees. Protocols without connections may ignore it.
 request_ready: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
     "request_ready", default=None)
 

@@ -17,7 +17,7 @@ from crawler.fetcher.politeness_file import PolitenessFile, QueueRecord
 from crawler.fetcher.service import fetch_segment
 from crawler.protocols.base import request_ready
 from crawler.protocols.http import HttpProtocol
-from tests.fetcher.conftest import make_cfg, make_segment, page, robots, rows_by_url
+from tests.fetcher.conftest import fetch, make_cfg, make_segment, page, robots, rows_by_url
 
 # The server stamps a request when its handler runs, which under load can lag the crawler's send by a few
 # ms while the next request is stamped at once: a gap may read that much short of the delay kept.
@@ -216,18 +216,82 @@ class TestStateFile:
         assert [e["file"] for e in logs if e["event"] == "politeness.state_unusable"] == [str(path)]
 
 
+class _SlowAccept:
+    """A keep-alive HTTP server that reads a new connection's first request only after ``lag`` seconds (as a
+    loaded server accepts late) and a kept-alive connection's at once; ``reads``: when it read each one."""
+
+    def __init__(self, lag: float) -> None:
+        self.lag, self.reads = lag, []
+        self.server: asyncio.base_events.Server | None = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(self.lag)
+        body = b"<html>ok</html>"
+        try:
+            while head := await reader.readuntil(b"\r\n\r\n"):
+                self.reads.append(time.monotonic())
+                if head.startswith(b"GET /robots.txt "):  # no rules, and the next request needs a new connection
+                    writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    break
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s"
+                             % (len(body), body))
+                await writer.drain()
+        except asyncio.IncompleteReadError:  # the client closed the connection
+            pass
+        finally:
+            writer.close()
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+
 class TestServerSeenStart:
     async def test_a_start_counts_from_when_its_connection_is_ready(self, tmp_path, servers):
-        """Each request calls request_ready once its connection is up, before the server sees it."""
+        """Each request calls request_ready once its connection is up, before the server sees it; a request
+        on a new connection calls it again once its answer is in."""
         site = await servers("127.0.0.1", {"/p": page()})
         protocol = HttpProtocol(make_cfg(tmp_path))
-        stamps: list[float] = []
-        token = request_ready.set(lambda: stamps.append(time.monotonic()))
+        stamps: list[list[float]] = []
+        token = request_ready.set(lambda: stamps[-1].append(time.monotonic()))
         try:
             for _ in range(2):  # a new connection, then a reused one
+                stamps.append([])
                 await protocol.fetch(site.url("/p"))
         finally:
             request_ready.reset(token)
             await protocol.aclose()
-        assert len(stamps) == 2
-        assert all(stamp <= hit.started for stamp, hit in zip(stamps, site.hits, strict=True))
+        assert [len(s) for s in stamps] == [2, 1]
+        assert all(s[0] <= hit.started for s, hit in zip(stamps, site.hits, strict=True))
+
+    async def test_a_request_on_a_new_connection_counts_from_when_the_server_read_it(self, tmp_path):
+        """A server that reads a new connection late: the request's last stamp is not before its read, so the
+        next request, on the kept-alive connection, cannot reach it less than the delay after it."""
+        server = _SlowAccept(lag=0.3)
+        async with server as origin:
+            protocol = HttpProtocol(make_cfg(tmp_path))
+            stamps: list[list[float]] = []
+            token = request_ready.set(lambda: stamps[-1].append(time.monotonic()))
+            try:
+                for path in ("/a", "/b"):  # a new connection, then the same one kept alive
+                    stamps.append([])
+                    await protocol.fetch(origin + path)
+            finally:
+                request_ready.reset(token)
+                await protocol.aclose()
+        assert len(server.reads) == 2  # both requests on one connection
+        assert stamps[0][-1] >= server.reads[0]
+        assert stamps[1][-1] <= server.reads[1]  # kept alive: read as written, counted from the write
+
+    async def test_a_delayed_queue_is_spaced_as_the_server_reads_it(self, tmp_path):
+        """The whole fetcher against that server: its two reads are at least the delay apart."""
+        server = _SlowAccept(lag=0.3)
+        async with server as origin:
+            await fetch(tmp_path, [origin + "/a", origin + "/b"], "fetcher.min_delay=1",
+                        "fetcher.per_host_concurrency=1", "fetcher.parse=false")
+        assert len(server.reads) == 3  # robots.txt, then /a on a new connection and /b on the same one
+        assert server.reads[2] - server.reads[1] >= 1.0
