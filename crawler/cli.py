@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -120,6 +121,13 @@ def _load(args: argparse.Namespace) -> CrawlerConfig:
 def main(argv: Sequence[str] | None = None) -> int:
     """The program (``argv`` None: the process's own arguments, and the process ends when this returns)."""
     own_process = argv is None and gc.isenabled()
+    if argv is None:
+        # Arrow's buffers from the C library's malloc, not its default mimalloc (unless the user chose a pool):
+        # mimalloc keeps the segments a part write or updatedb's batches freed, and the summed peak RSS of a
+        # crawl of bench/realweb.py's web was ~50 MB lower with malloc (median of 3 each), the memory module's
+        # trims then reaching Arrow's freed buffers too, at the same speed (docs/benchmarks.md). Set before
+        # anything imports pyarrow; the fork server and the pool processes inherit it.
+        os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     if own_process:
         # Start-up (imports, the config) makes ~70,000 objects that live as long as the process and next
         # to no garbage, yet the collector would go through them again and again meanwhile (~10 % of it).

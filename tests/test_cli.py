@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from tests.conftest import run_crawler
@@ -150,3 +154,19 @@ class TestProcessExit:
         out, err = await proc.communicate(b"HTTP://Example.COM/a/../b\n")
         assert proc.returncode == 0, err
         assert out.decode().splitlines() == ["http://example.com/b", "atexit ran"]
+
+
+class TestArrowAllocator:
+    """The command's processes take Arrow's buffers from malloc (trimmed between steps), unless the user chose."""
+
+    _SCRIPT = ("import sys\nfrom crawler.cli import main\nsys.argv = ['crawler', 'normalize-check', 'http://a/']\n"
+               "main()\nimport pyarrow\nprint(pyarrow.default_memory_pool().backend_name)\n")
+
+    @pytest.mark.parametrize(("chosen", "expected"), [(None, "system"), ("mimalloc", "mimalloc")])
+    def test_arrow_pool_of_a_command(self, chosen, expected):
+        env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+        if chosen:
+            env["ARROW_DEFAULT_MEMORY_POOL"] = chosen
+        out = subprocess.run([sys.executable, "-c", self._SCRIPT], env=env, capture_output=True, text=True,
+                             check=True).stdout
+        assert out.splitlines()[-1] == expected
