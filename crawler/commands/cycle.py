@@ -16,7 +16,7 @@ from crawler.jobs.inject import inject
 from crawler.jobs.invertlinks import invertlinks, unlinked_segments
 from crawler.jobs.updatedb import updatedb
 from crawler.log import get_logger
-from crawler.memory import give_back, settle
+from crawler.memory import settle, trim
 from crawler.segments.layout import Segment, open_segment
 from crawler.segments.listing import segments_dir, unfinished_segments
 from crawler.storage.access import STATE
@@ -108,7 +108,7 @@ class _Steps:
     def fetch(self, name: str) -> None:
         with self.workspace.step(self.cfg, "fetch", FetchArgs(name)) as run:  # staged: the partitions it leased
             _fetch(run.cfg, open_segment(segments_dir(run.cfg) / name), run.args.partition, self.pools, self.robots)
-        give_back()  # the fetch's garbage, before updatedb's DuckDB memory is added on top
+        trim()  # the heap the fetch's garbage held (collected as it ended), before updatedb's DuckDB memory
 
     def updatedb(self, name: str) -> None:
         with self.workspace.step(self.cfg, "updatedb", SegmentsArgs([name])) as run:
