@@ -143,14 +143,15 @@ class Politeness:
 
     def ready_at(self, state: QueueState, per_host: int, now: float) -> float | None:
         """None if an entry of ``state`` may be dispatched now, else when to look again (inf: on a change)."""
-        if state.pending or state.busy >= per_host:
+        if state.pending or state.busy >= (1 if state.delay > 0 else per_host):
             return math.inf
         at = self._allowed_at(state)
         return at if at > now else None
 
     def may_start(self, state: QueueState, now: float) -> bool:
         """Whether a dispatched entry's request may start now (its delay may have grown since dispatch)."""
-        return self._allowed_at(state) <= now
+        alone = state.delay <= 0 or state.busy - state.pending <= 0  # none of its other requests out
+        return alone and self._allowed_at(state) <= now
 
     def on_change(self, state: QueueState, callback: Callable[[], None]) -> None:
         """Call ``callback`` once, the next time a request of ``state`` starts or ends (in any fetch)."""
@@ -168,6 +169,19 @@ class Politeness:
         self._wake(state)
         if self._starts % FORGET_EVERY == 0:
             self._forget()
+
+    def answered(self, state: QueueState) -> None:
+        """A started request's answer (or its failure) is in: its start counts from now.
+
+        The server read the request somewhere between the send and the answer; a loaded server reads one
+        late and the next at once, so counted from the send, two requests reached nginx 0.998 s apart with
+        a 1 s delay (bench/realweb.py's observer). Only the answer bounds the read, so the delay counts
+        from it; and for the same reason a queue with a delay starts no request while another is out
+        (``ready_at``, ``may_start``): an unanswered one may not have been read yet.
+        """
+        now = self.clock()
+        if now > state.last_start:
+            state.last_start = now
 
     def note_start(self, state: QueueState, at: float) -> None:
         """A request of ``state`` started at ``at`` on the entry's behalf (its origin's robots.txt)."""

@@ -43,7 +43,7 @@ from crawler.fetcher.responses import Responses
 from crawler.fetcher.resume import clear_leftovers, committed_urls
 from crawler.fetcher.robots import Remembered, RobotsCache, RobotsRules, origin_of, robots_cache
 from crawler.parsers.dispatch import ParserDispatch
-from crawler.protocols.base import request_ready
+from crawler.protocols.base import request_clock
 from crawler.protocols.pool import ProtocolPool
 from crawler.segments.layout import FETCH_OUTPUTS, Segment
 from crawler.segments.writer import PartitionWriter
@@ -79,6 +79,23 @@ def conditional_headers(entry: dict[str, Any]) -> dict[str, str]:
 class _Ticket:
     started: bool = False  # the entry's request went out (a start of its queue)
     released: bool = False  # its queue was released when the response was in, before parsing
+
+
+class _QueueClock:
+    """A request's ``request_clock``: its send and its answer restamp its queue's start."""
+
+    __slots__ = ("queues", "hq", "unanswered")
+
+    def __init__(self, queues: FetchQueues, hq: HostQueue) -> None:
+        self.queues, self.hq, self.unanswered = queues, hq, True
+
+    def sent(self) -> None:
+        self.queues.sent(self.hq)
+
+    def answered(self) -> None:
+        if self.unanswered:
+            self.unanswered = False
+            self.queues.answer_in(self.hq)
 
 
 @dataclass(slots=True)
@@ -338,7 +355,8 @@ class Fetcher:
             return
         self.queues.start(hq)
         ticket.started = True
-        ready = request_ready.set(partial(self.queues.restamp, hq))  # the start the server sees
+        clock = _QueueClock(self.queues, hq)
+        ready = request_clock.set(clock)  # the start the server sees
         try:
             response = await protocol.fetch(url, conditional_headers(entry))
         except FetchError as exc:
@@ -350,7 +368,8 @@ class Fetcher:
                 self.queues.failed(hq, exc.kind)
             return
         finally:
-            request_ready.reset(ready)
+            request_clock.reset(ready)
+            clock.answered()  # a failure, or a protocol that does not call it, is over now
         if response.status in _BACKOFF_STATUSES:
             kind = f"http_{response.status}"
             self.counters.errors[kind] = self.counters.errors.get(kind, 0) + 1

@@ -4,19 +4,28 @@ from __future__ import annotations
 
 import contextvars
 import typing
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from crawler.config import CrawlerConfig
 from crawler.plugins import Registry
 
-# Set by the fetcher around a request: called once the request's connection is ready, just before the
-# request is written, which is when the server sees it start; and for the first request on a new
-# connection, which a server reads only after accepting the connection, again once its answer is in.
-# Politeness counts delays from the last call, so neither a new connection's handshake nor a late accept
-# shortens the gap the server sees. Protocols without connections may ignore it.
-request_ready: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
-    "request_ready", default=None)
+
+class RequestClock(typing.Protocol):
+    """What the fetcher hears of a request's progress, to count its queue's delay as the server sees it."""
+
+    def sent(self) -> None:
+        """The request's connection is ready (new or reused): it is about to be written."""
+
+    def answered(self) -> None:
+        """The head of the answer is in: the server has read the request, however late it read it."""
+
+
+# Set by the fetcher around a request. Politeness counts a queue's delay from the later of the two calls:
+# a server may read a request a few milliseconds after the crawler writes it (a loaded nginx, a late
+# accept) and read the next one at once, so only the answer bounds when it was read. Protocols without
+# connections may ignore it: the fetcher then counts from the dispatch and the end.
+request_clock: contextvars.ContextVar[RequestClock | None] = contextvars.ContextVar(
+    "request_clock", default=None)
 
 PROTOCOLS = Registry(
     "crawler.protocols",

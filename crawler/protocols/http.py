@@ -23,7 +23,6 @@ import socket
 import ssl
 import sys
 import time
-import weakref
 from typing import Any
 
 import aiohttp
@@ -40,7 +39,7 @@ from crawler.errors import (
     TlsError,
 )
 from crawler.protocols import tls
-from crawler.protocols.base import Response, request_ready
+from crawler.protocols.base import Response, request_clock
 from crawler.protocols.decoding import ACCEPT_ENCODING, Decoder
 from crawler.protocols.dns import AddressPolicy, PolicyResolver
 from crawler.protocols.proxy import ProxyRoutes
@@ -50,13 +49,13 @@ _MAX_PASSED_HOSTS = 100_000
 
 
 class _ReadyConnector(aiohttp.TCPConnector):
-    """Tells ``request_ready`` when a request's connection is ready (new or reused): its real start."""
+    """Tells ``request_clock`` when a request's connection is ready (new or reused): its send."""
 
     async def connect(self, req: Any, traces: Any, timeout: Any) -> Any:
         conn = await super().connect(req, traces, timeout)
-        ready = request_ready.get()
-        if ready is not None:
-            ready()
+        clock = request_clock.get()
+        if clock is not None:
+            clock.sent()
         return conn
 
 
@@ -98,7 +97,6 @@ class HttpProtocol:
         # Hosts whose literal check passed: the answer depends on the host alone, and parsing it as an
         # address on every request (an exception for every name) was a visible share of a fetch's CPU.
         self._passed_hosts: set[str] = set()
-        self._connections: weakref.WeakSet[Any] = weakref.WeakSet()  # those a request has gone out on
 
     def _session(self, connector: aiohttp.BaseConnector, timeout: aiohttp.ClientTimeout) -> aiohttp.ClientSession:
         return aiohttp.ClientSession(
@@ -133,21 +131,6 @@ class HttpProtocol:
             return socks, {}
         return self.session, {"proxy": proxy}
 
-    def _restamp_new(self, protocol: Any) -> None:
-        """A request's answer is in, and it went out on a new connection: its start counts from now.
-
-        The server reads a request on a new connection only once it has accepted the connection, a few
-        milliseconds after the crawler wrote it on a loaded machine; the next request on the same, now
-        kept-alive, connection is read at once. Counted from the write, the two starts reached nginx
-        0.998 s apart for a 1 s delay (bench/realweb.py's observer). The answer shows the request was read,
-        so the queue's delay now counts from it for this one request of each connection; a request on a
-        kept-alive connection is read as it is written, and keeps its start at the write.
-        """
-        self._connections.add(protocol)
-        ready = request_ready.get()
-        if ready is not None:
-            ready()
-
     async def fetch(self, url: str, extra_headers: dict[str, str] | None = None, *,
                     limit: int | None = None) -> Response:
         started = time.monotonic()
@@ -170,8 +153,9 @@ class HttpProtocol:
                 conn = resp.connection
                 protocol = conn.protocol if conn else getattr(resp, "_protocol", None)
                 transport = getattr(protocol, "transport", None)
-                if protocol is not None and protocol not in self._connections:
-                    self._restamp_new(protocol)
+                clock = request_clock.get()
+                if clock is not None:
+                    clock.answered()
                 # Through a proxy the peer is the proxy, not the site: no address is better than a wrong one.
                 peer = transport.get_extra_info("peername") if transport and not via and session is self.session \
                     else None

@@ -15,7 +15,7 @@ from crawler.config import FetcherConfig
 from crawler.fetcher.politeness import Politeness
 from crawler.fetcher.politeness_file import PolitenessFile, QueueRecord
 from crawler.fetcher.service import fetch_segment
-from crawler.protocols.base import request_ready
+from crawler.protocols.base import request_clock
 from crawler.protocols.http import HttpProtocol
 from tests.fetcher.conftest import fetch, make_cfg, make_segment, page, robots, rows_by_url
 
@@ -216,21 +216,25 @@ class TestStateFile:
         assert [e["file"] for e in logs if e["event"] == "politeness.state_unusable"] == [str(path)]
 
 
-class _SlowAccept:
-    """A keep-alive HTTP server that reads a new connection's first request only after ``lag`` seconds (as a
-    loaded server accepts late) and a kept-alive connection's at once; ``reads``: when it read each one."""
+class _LateReads:
+    """A keep-alive HTTP server that reads requests late, as a loaded server does: a new connection's first
+    request ``accept_lag`` seconds after it arrives (a late accept), and a request for a path starting with
+    /late ``lag`` seconds after it arrives; others at once. ``reads``: (when it read each, its path)."""
 
-    def __init__(self, lag: float) -> None:
-        self.lag, self.reads = lag, []
+    def __init__(self, accept_lag: float = 0.0, lag: float = 0.0) -> None:
+        self.accept_lag, self.lag, self.reads = accept_lag, lag, []
         self.server: asyncio.base_events.Server | None = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await asyncio.sleep(self.lag)
+        await asyncio.sleep(self.accept_lag)
         body = b"<html>ok</html>"
         try:
             while head := await reader.readuntil(b"\r\n\r\n"):
-                self.reads.append(time.monotonic())
-                if head.startswith(b"GET /robots.txt "):  # no rules, and the next request needs a new connection
+                path = head.split(b" ", 2)[1].decode()
+                if path.startswith("/late"):
+                    await asyncio.sleep(self.lag)
+                self.reads.append((time.monotonic(), path))
+                if path == "/robots.txt":  # no rules, and the next request needs a new connection
                     writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                     break
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s"
@@ -241,6 +245,11 @@ class _SlowAccept:
         finally:
             writer.close()
 
+    def gaps(self) -> list[float]:
+        """Between successive reads of pages (robots.txt is stamped by the robots cache, not this path)."""
+        times = sorted(t for t, path in self.reads if path != "/robots.txt")
+        return [b - a for a, b in zip(times, times[1:], strict=False)]
+
     async def __aenter__(self) -> str:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
@@ -250,48 +259,83 @@ class _SlowAccept:
         self.server.close()
 
 
-class TestServerSeenStart:
-    async def test_a_start_counts_from_when_its_connection_is_ready(self, tmp_path, servers):
-        """Each request calls request_ready once its connection is up, before the server sees it; a request
-        on a new connection calls it again once its answer is in."""
-        site = await servers("127.0.0.1", {"/p": page()})
-        protocol = HttpProtocol(make_cfg(tmp_path))
-        stamps: list[list[float]] = []
-        token = request_ready.set(lambda: stamps[-1].append(time.monotonic()))
-        try:
-            for _ in range(2):  # a new connection, then a reused one
-                stamps.append([])
-                await protocol.fetch(site.url("/p"))
-        finally:
-            request_ready.reset(token)
-            await protocol.aclose()
-        assert [len(s) for s in stamps] == [2, 1]
-        assert all(s[0] <= hit.started for s, hit in zip(stamps, site.hits, strict=True))
+class _Stamps:
+    """A ``request_clock`` that notes when each request was sent and answered."""
 
-    async def test_a_request_on_a_new_connection_counts_from_when_the_server_read_it(self, tmp_path):
-        """A server that reads a new connection late: the request's last stamp is not before its read, so the
-        next request, on the kept-alive connection, cannot reach it less than the delay after it."""
-        server = _SlowAccept(lag=0.3)
-        async with server as origin:
-            protocol = HttpProtocol(make_cfg(tmp_path))
-            stamps: list[list[float]] = []
-            token = request_ready.set(lambda: stamps[-1].append(time.monotonic()))
+    def __init__(self) -> None:
+        self.sent_at: list[float] = []
+        self.answered_at: list[float] = []
+
+    def sent(self) -> None:
+        self.sent_at.append(time.monotonic())
+
+    def answered(self) -> None:
+        self.answered_at.append(time.monotonic())
+
+
+async def _stamped_fetches(tmp_path: Path, urls: list[str]) -> list[_Stamps]:
+    protocol = HttpProtocol(make_cfg(tmp_path))
+    stamps = []
+    try:
+        for url in urls:
+            stamps.append(_Stamps())
+            token = request_clock.set(stamps[-1])
             try:
-                for path in ("/a", "/b"):  # a new connection, then the same one kept alive
-                    stamps.append([])
-                    await protocol.fetch(origin + path)
+                await protocol.fetch(url)
             finally:
-                request_ready.reset(token)
-                await protocol.aclose()
-        assert len(server.reads) == 2  # both requests on one connection
-        assert stamps[0][-1] >= server.reads[0]
-        assert stamps[1][-1] <= server.reads[1]  # kept alive: read as written, counted from the write
+                request_clock.reset(token)
+    finally:
+        await protocol.aclose()
+    return stamps
 
-    async def test_a_delayed_queue_is_spaced_as_the_server_reads_it(self, tmp_path):
-        """The whole fetcher against that server: its two reads are at least the delay apart."""
-        server = _SlowAccept(lag=0.3)
+
+class TestServerSeenStart:
+    async def test_a_request_is_stamped_at_its_send_and_at_its_answer(self, tmp_path, servers):
+        """Each request tells request_clock once its connection is up (before the server reads it) and once
+        the head of its answer is in (after), on a new connection and on a reused one alike."""
+        site = await servers("127.0.0.1", {"/p": page()})
+        stamps = await _stamped_fetches(tmp_path, [site.url("/p"), site.url("/p")])
+        assert [(len(s.sent_at), len(s.answered_at)) for s in stamps] == [(1, 1), (1, 1)]
+        assert all(s.sent_at[0] <= hit.started <= s.answered_at[0] for s, hit in zip(stamps, site.hits, strict=True))
+
+    async def test_the_answer_stamp_is_not_before_a_late_read(self, tmp_path):
+        """A server that reads a new connection's request late, and a kept-alive one's late too: each
+        request's answer stamp is after the server read it, while its send stamp was before."""
+        server = _LateReads(accept_lag=0.3, lag=0.3)
+        async with server as origin:
+            stamps = await _stamped_fetches(tmp_path, [origin + "/a", origin + "/late"])
+        assert [path for _, path in server.reads] == ["/a", "/late"]  # both on one connection
+        for stamp, (read, _) in zip(stamps, server.reads, strict=True):
+            assert stamp.sent_at[0] < read <= stamp.answered_at[0]
+
+    async def test_a_late_read_on_a_kept_alive_connection_still_gets_the_whole_delay(self, tmp_path):
+        """The whole fetcher, one slot: /a opens a connection, then on it kept alive the server reads /late
+        0.3 s after it arrives and /b at once. Counted from the sends, /late and /b were read 0.7 s apart
+        for a 1 s delay."""
+        server = _LateReads(lag=0.3)
+        async with server as origin:
+            await fetch(tmp_path, [origin + "/a", origin + "/late", origin + "/b"], "fetcher.min_delay=1",
+                        "fetcher.per_host_concurrency=1", "fetcher.parse=false")
+        assert [path for _, path in server.reads] == ["/robots.txt", "/a", "/late", "/b"]
+        assert min(server.gaps()) >= 1.0
+
+    async def test_a_new_connection_accepted_late_still_gets_the_whole_delay(self, tmp_path):
+        """A server that accepts each connection 0.3 s late: /a (a new connection after robots.txt's closed
+        one) and /b on it kept alive are read at least the delay apart."""
+        server = _LateReads(accept_lag=0.3)
         async with server as origin:
             await fetch(tmp_path, [origin + "/a", origin + "/b"], "fetcher.min_delay=1",
                         "fetcher.per_host_concurrency=1", "fetcher.parse=false")
-        assert len(server.reads) == 3  # robots.txt, then /a on a new connection and /b on the same one
-        assert server.reads[2] - server.reads[1] >= 1.0
+        assert len(server.reads) == 3
+        assert min(server.gaps()) >= 1.0
+
+    async def test_with_two_slots_no_request_starts_while_a_slow_one_is_out(self, tmp_path):
+        """Two slots and a 1 s delay: /late is read 1.5 s after it arrives. A second request sent a delay
+        after /late's send would reach the server before /late was read; it waits for /late's answer."""
+        server = _LateReads(lag=1.5)
+        async with server as origin:
+            _, rows, _ = await fetch(tmp_path, [origin + "/late", origin + "/b", origin + "/c"],
+                                  "fetcher.min_delay=1", "fetcher.per_host_concurrency=2", "fetcher.parse=false")
+        assert {r["status"] for r in rows.values()} == {"success"}
+        assert [path for _, path in server.reads] == ["/robots.txt", "/late", "/b", "/c"]
+        assert min(server.gaps()) >= 1.0
