@@ -44,7 +44,8 @@ first 64 KiB of text are read). It is computed at updatedb, not in the parse
 step, which is the fetcher's hot path: in numpy, 86 us for a 30 kB page's text
 against 429 us to parse that page, 46 us for a 5 kB one (bench/bench_simhash.py,
 on this shared 2-core machine); DuckDB SQL over 3-word shingles took 20 ms, and
-PyPI's ``simhash`` (pure Python) 13.5 ms. The webdb's ``simhash`` column (signed
+PyPI's ``simhash`` (pure Python) 13.5 ms. updatedb runs it in a thread while its first
+statements run in DuckDB, so most of it costs no wall time. The webdb's ``simhash`` column (signed
 64-bit) serves any near-duplicate query too (``dedup`` still goes by digest):
 pages whose simhashes differ in at most 3 bits are near-duplicates.
 """
@@ -146,8 +147,11 @@ def _batches(con: Any, files: Iterable[Path], columns: list[str]) -> Iterable[pa
             raise SegmentError(f"{file}: unreadable parse_text part ({str(exc).splitlines()[0]})") from exc
 
 
-def register_signatures(con: Any, segments: list[Any]) -> None:
-    """Table ``signatures`` (segment, url, simhash) of every text in the segments' parse_text, read in batches."""
+def signatures(con: Any, segments: list[Any]) -> pa.Table:
+    """(segment, url, simhash) of every text in the segments' parse_text, read in batches.
+
+    Safe to run in a thread beside the job's statements: the engine reads each part on a cursor of its own.
+    """
     names, urls, hashes = [], [], []
     for seg in segments:
         for batch in _batches(con, seg.parts("parse_text"), ["url", "text"]):
@@ -155,7 +159,7 @@ def register_signatures(con: Any, segments: list[Any]) -> None:
                 names.append(seg.name)
                 urls.append(url)
                 hashes.append(simhash(text))
-    con.register("signatures", pa.table({"segment": names, "url": urls, "simhash": hashes}, schema=SIGNATURES))
+    return pa.table({"segment": names, "url": urls, "simhash": hashes}, schema=SIGNATURES)
 
 
 def unfollow_duplicates(con: Any, cfg: CrawlerConfig, old_pages: str, old_links: str) -> None:

@@ -191,11 +191,15 @@ def test_outlinks_only_from_successful_fetches(cfg, make_segment):
 
 
 def test_ignore_external_links(tmp_path, make_segment):
-    """With db.ignore_external_links only outlinks to the page's own host are kept."""
+    """With db.ignore_external_links only outlinks to the page's own host are kept (a URL that merely contains
+    the host, in a longer name, a userinfo or a query, is another host's)."""
     cfg = make_cfg(tmp_path, db={"ignore_external_links": True})
     write_db(cfg, [page(URL)])
     links = [
         ("http://other.example/", "o"),
+        ("http://site.example.evil/", "longer"),
+        ("http://site.example@evil.example/", "userinfo"),
+        ("http://evil.example/?u=http://site.example/", "query"),
         ("http://site.example/b", "b"),
         ("http://site.example:8080/c", "c"),
     ]
