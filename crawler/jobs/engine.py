@@ -226,12 +226,14 @@ class DuckEngine:
 
         Read by DuckDB, not pyarrow: the batches then take the memory DuckDB's allocator freed after the job's
         earlier statements, where pyarrow's threads took pages of their own on top of it (updatedb's texts of 22k
-        pages: a peak 30-60 MB lower).
+        pages: a peak 30-60 MB lower). 200 rows a batch: updatedb reads the texts in a thread while its statements
+        run, so a batch's texts add to their peak (1000 rows of ~30 kB texts: the summed peak of a 4-round
+        crawl ~25 MB higher, bench/realweb.py's web).
         """
         cursor = self.con.cursor()
         try:
             query = f"SELECT {', '.join(columns)} FROM read_parquet({sql_string(str(file))})"
-            yield from arrow_batches(cursor, query, 1000)
+            yield from arrow_batches(cursor, query, 200)
         finally:
             cursor.close()
 
