@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from crawler.models import PARSE_DATA, ROBOTS_SITEMAPS
-from crawler.parsers.sitemap import KINDS as SITEMAP_KINDS
+from crawler.parsers.base import SITEMAP_KINDS
 from crawler.segments.layout import Segment
 from crawler.urls.normalize import HOST_PATTERN
 

@@ -9,6 +9,11 @@ if typing.TYPE_CHECKING:
     from crawler.config import CrawlerConfig
 
 
+# Root element -> entry element of a sitemap. Here, not in the sitemap parser, for the jobs' SQL (a page
+# is a sitemap when the parser said so): importing that parser in the fetch process loads lxml for nothing.
+SITEMAP_KINDS = {"urlset": "url", "sitemapindex": "sitemap"}
+
+
 @dataclass(frozen=True, slots=True)
 class Outlink:
     url: str

@@ -9,7 +9,7 @@ outlink in the page metadata (``outlink_metadata``, JSON), for scheduling.
 from __future__ import annotations
 
 from crawler.config import CrawlerConfig
-from crawler.parsers.base import Outlink, ParseResult
+from crawler.parsers.base import SITEMAP_KINDS, Outlink, ParseResult
 from crawler.parsers.xmlsafe import (
     XmlDocumentParser,
     child_text,
@@ -21,7 +21,7 @@ from crawler.parsers.xmlsafe import (
 )
 from crawler.urls.normalize import Normalizer
 
-KINDS = {"urlset": "url", "sitemapindex": "sitemap"}  # root element -> entry element
+KINDS = SITEMAP_KINDS
 MAX_ENTRIES = 50_000  # the protocol's limit per file; more is not a sitemap a crawler should trust
 _FIELD_MAX = 64
 

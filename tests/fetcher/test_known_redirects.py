@@ -65,3 +65,21 @@ def test_known_hashes_match_duckdb_and_probe(tmp_path):
     assert urls[0] in known and urls[1] in known and urls[2] not in known
     low = duckdb.sql(f"SELECT (md5_number('{urls[2]}') & 18446744073709551615::UHUGEINT)::UBIGINT").fetchall()[0][0]
     assert low == url_hash(urls[2])
+
+
+@pytest.mark.parametrize(("offset", "length"), [(0, 0), (0, 1), (0, 13), (3, 17), (8, 8), (5, 300)])
+def test_the_not_due_hashes_are_the_flagged_ones_of_a_batch(offset, length):
+    """The hashes kept as not due are exactly those whose flag is true, in order, for Arrow arrays that are
+    slices (an offset into their buffers, bit-packed flags not starting on a byte)."""
+    import pyarrow as pa
+
+    from crawler.fetcher.known import _extend_where
+
+    values = [(i * 0x9E3779B97F4A7C15) % 2**64 for i in range(offset + length + 5)]
+    flags = [i % 3 != 1 for i in range(offset + length + 5)]
+    column = pa.array(values, pa.uint64()).slice(offset, length)
+    keep = pa.array(flags, pa.bool_()).slice(offset, length)
+    got = array("Q")
+    _extend_where(got, column, keep)
+    assert list(got) == [v for v, f in zip(values[offset:offset + length], flags[offset:offset + length],
+                                            strict=True) if f]
