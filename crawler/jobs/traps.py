@@ -124,7 +124,9 @@ def _bit_table(np: Any) -> Any:
     """256 x 8: row v holds the bits of the byte value v, lowest first."""
     table = _TABLES.get("bits")
     if table is None:
-        table = _TABLES["bits"] = (np.arange(256)[:, None] >> np.arange(8)[None, :]) & 1
+        # Float: numpy multiplies integer matrices in a plain loop, floats through BLAS (the 8 x 256 by 256 x 8
+        # product of a text's votes: 11.5 us as int64, 3.2 as float64, exact for counts below 2**53).
+        table = _TABLES["bits"] = ((np.arange(256)[:, None] >> np.arange(8)[None, :]) & 1).astype(np.float64)
     return table
 
 
