@@ -41,6 +41,7 @@ from crawler.errors import StorageError
 from crawler.jobs.engine import JobEngine, first_line, open_engine
 from crawler.jobs.progress import JobProgress
 from crawler.jobs.sql import (
+    first_of_each_sql,
     host_differs_sql,
     host_sql,
     md5_prefix_sql,
@@ -182,8 +183,7 @@ def _invert(
             FROM parsed
         ),
         firsts AS (
-            SELECT url, list_filter(l, lambda o, i: list_position(targets, o.url) = i)
-                   AS l
+            SELECT url, {first_of_each_sql("l", "targets")} AS l
             FROM (SELECT *, list_transform(l, lambda y: y.url) AS targets FROM kept) with_targets
         )
         SELECT to_url, from_url, anchor, {hash_sql("to_url", "digest")} AS url_hash

@@ -103,6 +103,18 @@ def typed_columns(schema: pa.Schema, prefix: str = "") -> str:
     return ", ".join(f"CAST({prefix}{f.name} AS {duck_type(f.type)}) AS {f.name}" for f in schema)
 
 
+def first_of_each_sql(items: str, targets: str) -> str:
+    """SQL for the list ``items`` (structs with a ``url``) keeping each URL's first element, in order;
+    ``targets`` is the list of their URLs.
+
+    The parsers list each target once, so a list with no repeat (a hash of its URLs, O(n)) is kept as it
+    is. Only a list with repeats pays for list_position, which scans the list for every element: 3.6 s
+    for one 50,000-URL sitemap, 0.02 s for its repeat check.
+    """
+    return (f"CASE WHEN array_length(list_distinct({targets})) = array_length({targets}) THEN {items} "
+            f"ELSE list_filter({items}, lambda o, i: list_position({targets}, o.url) = i) END")
+
+
 def host_sql(url: str) -> str:
     """SQL for the host of a normalized URL, as crawler.urls.normalize.host_of computes it."""
     return f"regexp_extract({url}, {sql_string(HOST_PATTERN)}, 1)"

@@ -42,6 +42,7 @@ from crawler.jobs import traps
 from crawler.jobs.engine import JobEngine, first_line, open_engine
 from crawler.jobs.progress import JobProgress
 from crawler.jobs.sql import (
+    first_of_each_sql,
     host_differs_sql,
     host_sql,
     parse_data_source,
@@ -241,9 +242,8 @@ def _read_parsed(con: JobEngine, cfg: CrawlerConfig, segments: list[Segment]) ->
                CASE WHEN {has_robots} THEN list_transform(r, lambda y: y.url) END AS robots_targets
         FROM ({joined}) joined"""
     unique = f"""
-        SELECT url, status, old_score, num_outlinks, is_sitemap, cap, targets,
-               list_filter(l, lambda o, i: list_position(targets, o.url) = i) AS u,
-               CASE WHEN {has_robots} THEN list_filter(r, lambda o, i: list_position(robots_targets, o.url) = i) END AS r
+        SELECT url, status, old_score, num_outlinks, is_sitemap, cap, targets, {first_of_each_sql('l', 'targets')} AS u,
+               CASE WHEN {has_robots} THEN {first_of_each_sql('r', 'robots_targets')} END AS r
         FROM ({with_targets}) with_targets"""
     capped = f"""
         SELECT *, u[1:cap] AS capped,
