@@ -297,13 +297,10 @@ class FetchQueues(_Dispatcher):
         """The dispatched entry's request starts now."""
         self.politeness.started(hq.state)
 
-    def sent(self, hq: HostQueue) -> None:
-        """The started request's connection is ready only now (a new one): count its start from here."""
+    def restamp(self, hq: HostQueue) -> None:
+        """The started request's start counts from now: its connection is ready only now (a new one), or its
+        answer (or failure) is in, which shows the server has read it however late it did."""
         self.politeness.note_start(hq.state, self.clock())
-
-    def answer_in(self, hq: HostQueue) -> None:
-        """The started request's answer (or failure) is in: the server has read it, its delay counts from now."""
-        self.politeness.answered(hq.state)
 
     def note_start(self, hq: HostQueue, at: float) -> None:
         self.politeness.note_start(hq.state, at)

@@ -149,7 +149,13 @@ class Politeness:
         return at if at > now else None
 
     def may_start(self, state: QueueState, now: float) -> bool:
-        """Whether a dispatched entry's request may start now (its delay may have grown since dispatch)."""
+        """Whether a dispatched entry's request may start now (its delay may have grown since dispatch).
+
+        A queue with a delay starts no request while another of its requests is out (here and in ``ready_at``):
+        the server may not have read that one yet. A loaded server reads a request late and the next at once,
+        so the fetcher restamps each start when its answer is in, the only moment that bounds the read
+        (counted from the sends, two requests reached nginx 0.998 s apart with a 1 s delay).
+        """
         alone = state.delay <= 0 or state.busy - state.pending <= 0  # none of its other requests out
         return alone and self._allowed_at(state) <= now
 
@@ -169,19 +175,6 @@ class Politeness:
         self._wake(state)
         if self._starts % FORGET_EVERY == 0:
             self._forget()
-
-    def answered(self, state: QueueState) -> None:
-        """A started request's answer (or its failure) is in: its start counts from now.
-
-        The server read the request somewhere between the send and the answer; a loaded server reads one
-        late and the next at once, so counted from the send, two requests reached nginx 0.998 s apart with
-        a 1 s delay (bench/realweb.py's observer). Only the answer bounds the read, so the delay counts
-        from it; and for the same reason a queue with a delay starts no request while another is out
-        (``ready_at``, ``may_start``): an unanswered one may not have been read yet.
-        """
-        now = self.clock()
-        if now > state.last_start:
-            state.last_start = now
 
     def note_start(self, state: QueueState, at: float) -> None:
         """A request of ``state`` started at ``at`` on the entry's behalf (its origin's robots.txt)."""

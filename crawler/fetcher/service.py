@@ -90,12 +90,12 @@ class _QueueClock:
         self.queues, self.hq, self.unanswered = queues, hq, True
 
     def sent(self) -> None:
-        self.queues.sent(self.hq)
+        self.queues.restamp(self.hq)
 
     def answered(self) -> None:
-        if self.unanswered:
+        if self.unanswered:  # once: at the answer's head, not again when the body is in
             self.unanswered = False
-            self.queues.answer_in(self.hq)
+            self.queues.restamp(self.hq)
 
 
 @dataclass(slots=True)

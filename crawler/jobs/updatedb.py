@@ -157,20 +157,19 @@ def _merge(
     progress: JobProgress,
 ) -> UpdateReport:
     """The next version's pages and links in ``out``: one named step after another, each leaving its tables."""
-    old_parts = _parts(current, "pages")
-    old_pages = con.source(old_parts, PAGES)
-    old_links = con.source(_parts(current, "links"), LINKS)
     # The SimHashes are Python work (numpy on each text) that the SQL statements do not need before the pages are
     # written: computed in a thread while DuckDB runs those statements (it releases the GIL). With the host
     # test below, updatedb of a 4,259-page tree took 440 ms instead of 680 (docs/benchmarks.md).
     with ThreadPoolExecutor(1, thread_name_prefix="simhash") as pool:
         texts = pool.submit(traps.signatures, con, segments)
-        return _merge_steps(con, cfg, segments, (old_parts, old_pages, old_links), out, now, progress, texts)
+        return _merge_steps(con, cfg, current, segments, out, now, progress, texts)
 
 
-def _merge_steps(con: JobEngine, cfg: CrawlerConfig, segments: list[Segment], old: tuple[list[Path], str, str],
-                 out: Path, now: datetime, progress: JobProgress, texts: Future[pa.Table]) -> UpdateReport:
-    old_parts, old_pages, old_links = old
+def _merge_steps(con: JobEngine, cfg: CrawlerConfig, current: Version | None, segments: list[Segment], out: Path,
+                 now: datetime, progress: JobProgress, texts: Future[pa.Table]) -> UpdateReport:
+    old_parts = _parts(current, "pages")
+    old_pages = con.source(old_parts, PAGES)
+    old_links = con.source(_parts(current, "links"), LINKS)
     progress.step("read fetch records")
     _read_fetched(con, segments, old_pages)
     progress.step("read parse data")
