@@ -142,13 +142,13 @@ class FetcherConfig(Section):
     parse: bool = True
     commit_records: int = Field(2000, ge=1)
     commit_interval: Duration = 10.0
-    commit_bytes: Size = Field(16 * 1024 * 1024, ge=1)
+    commit_bytes: Size = Field(8 * 1024 * 1024, ge=1)
     delay_factor: float = Field(0.0, ge=0.0)
     max_delay: Duration = 30.0
     max_exceptions_per_queue: int = Field(10, ge=0)
     time_limit: Duration = 0.0
     processes: int = Field(1, ge=1, le=256)
-    # Parse in this many worker processes (kept for all rounds by crawl and the daemon); 0 = in the fetch
+    # Parse in this many worker processes (crawl starts them for each fetch, the daemon keeps them); 0 = in the fetch
     # process. "auto" (the default): one per usable core. With its parsing handed over, the fetch process
     # uses ~0.4 of a core, so one parse process per core but one left a core part idle and made that one
     # process the limit (docs/benchmarks.md, "Parse processes on every core": the SciPy tree 8.3 -> 7.1 s).
@@ -164,7 +164,7 @@ class FetcherConfig(Section):
     # know are fetched in the same fetch, up to this many link hops from a fetchlist entry; 0 = off (new links
     # wait for updatedb and the next round). Without it a site costs one round per level of its link tree.
     follow_depth: int = Field(1000, ge=0)
-    follow_max_per_host: int = Field(5000, ge=0)  # URLs one fetch follows on one host; the rest wait a round
+    follow_max_per_host: int = Field(10000, ge=0)  # URLs one fetch follows on one host; the rest wait a round
     progress_interval: Duration = 10.0
     watchdog_after: Duration = Field(0.0, ge=0.0)  # a request in flight longer is logged as stuck; 0 = 2 x http.timeout.total + 5 s
 

@@ -108,6 +108,8 @@ class _Steps:
     def fetch(self, name: str) -> None:
         with self.workspace.step(self.cfg, "fetch", FetchArgs(name)) as run:  # staged: the partitions it leased
             _fetch(run.cfg, open_segment(segments_dir(run.cfg) / name), run.args.partition, self.pools, self.robots)
+        if self.pools is not None:
+            self.pools.release()
         trim()  # the heap the fetch's garbage held (collected as it ended), before updatedb's DuckDB memory
 
     def updatedb(self, name: str) -> None:

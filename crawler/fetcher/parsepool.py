@@ -6,7 +6,7 @@ serialise with fetching on one core. A ParsePool keeps
 ``fetcher.parse_processes`` parse processes and one writer process alive,
 forks of a fork server the command started first thing
 (crawler/fetcher/forkserver.py), so a pool is ready in ~0.1 s; ``crawler crawl``
-keeps one pool for all its rounds. The writer is separate so that a part being
+starts one for each fetch and ends it before updatedb (runner.py ``RoundsPool.release``). The writer is separate so that a part being
 written (up to ``fetcher.commit_records`` records) never holds up the pages
 waiting to be parsed.
 

@@ -143,8 +143,8 @@ def wants_pool(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | Non
 
 class RoundsPool:
     """A parse pool started by the first fetch that wants one (``wants_pool``), or by a fetch that grows past
-    ``fetcher.parse_pool_min_entries`` pages as it follows outlinks (``start``), and kept for the fetches after
-    it: ``crawl``'s rounds (they grow: the first a seed list, the later ones what it linked to)."""
+    ``fetcher.parse_pool_min_entries`` pages as it follows outlinks (``start``). ``crawl`` ends it after each
+    fetch (``release``), and each later fetch that wants one starts its own from the same fork server."""
 
     def __init__(self, cfg: CrawlerConfig, command: str = "crawl") -> None:
         self.cfg = cfg
@@ -169,6 +169,19 @@ class RoundsPool:
             get_logger(command=self.command).info(event, processes=self.pool.processes, segment=segment)
         return self.pool
 
+    def release(self) -> None:
+        """End the pool between fetches (the fork server stays): a fetch that wants one starts it anew.
+
+        ``crawl`` calls it after each fetch. The pool's processes hold what their last pages left (the
+        writer ~100-190 MB, each parse process ~55) through updatedb, invertlinks and generate, whose
+        DuckDB memory peaks in this process meanwhile: that sum was the crawl's peak. A new pool is forks
+        of the warmed server, ready in ~0.1 s on another core (docs/benchmarks.md, "The parse pool ends
+        with each fetch").
+        """
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+
     def later(self, segment: Segment) -> Callable[[], ParsePool] | None:
         """What a fetch calls to start the pool when it has grown large enough; None if there is one."""
         return partial(self.start, segment.name) if self.pool is None and self.usable else None
@@ -190,7 +203,7 @@ def run_fetch(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None
 
     ``parse_pool`` and ``robots_memory`` (the settled robots.txt answers ``crawl`` carries from round to
     round) are used when the fetch runs in this process; fetch processes have their own. ``start_pool``
-    (with no ``parse_pool``): how the fetch gets one if it grows large (``crawl``'s, kept for its rounds);
+    (with no ``parse_pool``): how the fetch gets one if it grows large (``crawl``'s);
     without either, the fetch starts its own as it needs, and closes it when it ends.
     """
     chosen = partitions if partitions is not None else segment.fetchlist_partitions()

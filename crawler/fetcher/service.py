@@ -57,7 +57,7 @@ _BACKOFF_STATUSES = (429, 503)
 class Given(TypedDict, total=False):
     """What a fetch can be handed instead of making its own (each may be left out, or None)."""
 
-    parse_pool: ParsePool | None  # parse processes: crawl keeps one for all its rounds, the daemon one for its life
+    parse_pool: ParsePool | None  # parse processes: crawl starts one for each fetch, the daemon keeps one for its life
     politeness: Politeness | None  # the daemon's, shared by its fetches; else one kept in the crawl directory
     robots: RobotsCache | None  # the daemon's robots.txt cache, shared by its fetches; else one of this fetch's
     held: HeldUrls | None  # what the daemon's running fetches hold (fetchlists, redirect hops)

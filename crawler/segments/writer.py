@@ -17,7 +17,6 @@ fetch process's CPU entirely.
 from __future__ import annotations
 
 import asyncio
-import io
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from warcio.warcwriter import WARCWriter
 
-from crawler.fsutil import atomic_output, atomic_write_bytes
+from crawler.fsutil import atomic_output
 from crawler.models import FETCHER, PARSE_DATA, PARSE_TEXT
 from crawler.protocols.base import Response
 from crawler.segments.layout import FETCH_OUTPUTS, Segment, commit_number, part_name, partition_prefix
@@ -89,7 +88,7 @@ class PartitionWriter:
     """Buffers one partition's records and commits them as numbered parts."""
 
     def __init__(self, segment: Segment, partition: int, commit_records: int, commit_interval: float,
-                 offload: Offload | None = None, commit_bytes: int = 16 << 20) -> None:
+                 offload: Offload | None = None, commit_bytes: int = 8 << 20) -> None:
         self.segment = segment
         self.offload = offload
         self.partition = partition
@@ -176,13 +175,14 @@ def write_part(segment_path: str, partition: int, seq: int, batch: _Pending) -> 
         seg.dir(output).mkdir(parents=True, exist_ok=True)
     # Content and parse outputs first: a part of fetcher/ is the commit record that says
     # the other three exist, so resume logic only needs to look at fetcher/.
-    buffer = io.BytesIO()
-    warc = WARCWriter(buffer, gzip=True, warc_version="1.0")
     warc_name = part_name(partition, seq, "warc.gz")
-    warcinfo_record(warc, warc_name)
-    for response in batch.responses:
-        warc_records(warc, response)
-    atomic_write_bytes(seg.dir("content") / warc_name, buffer.getvalue())
+    # Straight to the temp file: built in memory, the part's WARC was held twice (the buffer and its
+    # bytes) at the writer's peak.
+    with atomic_output(seg.dir("content") / warc_name) as temp, open(temp, "wb", buffering=1 << 20) as out:
+        warc = WARCWriter(out, gzip=True, warc_version="1.0")
+        warcinfo_record(warc, warc_name)
+        for response in batch.responses:
+            warc_records(warc, response)
     write_parse_text(batch.parse_text, seg.dir("parse_text") / part_name(partition, seq))
     write_parquet(batch.parse_data, PARSE_DATA, seg.dir("parse_data") / part_name(partition, seq))
     write_parquet(batch.fetcher, FETCHER, seg.dir("fetcher") / part_name(partition, seq))

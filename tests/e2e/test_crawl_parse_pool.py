@@ -1,5 +1,5 @@
-"""`crawl` starts its parse pool at the first round large enough to pay for it (fetcher.parse_pool_min_entries:
-by default the first round)."""
+"""`crawl` starts a parse pool for each round large enough to pay for it (fetcher.parse_pool_min_entries:
+by default every round), and ends it after the round's fetch."""
 
 from __future__ import annotations
 
@@ -38,13 +38,14 @@ async def test_a_small_crawl_parses_in_the_fetch_process(tmp_path, demo_site, cr
     assert len(fetched) > 5 and {r["url"] for s in segments for r in read_rows(s, "parse_text")} == fetched
 
 
-async def test_the_pool_starts_once_at_the_first_round_that_wants_it(tmp_path, demo_site, crawl_args):
+async def test_a_pool_starts_for_each_round_that_wants_it(tmp_path, demo_site, crawl_args):
     result = await _crawl(tmp_path, demo_site, crawl_args, "-D", "fetcher.parse_pool_min_entries=2")
     started = _pool_events(result)
-    # The first round fetches the one seed; the second, what it linked to; the pool is kept after that.
-    assert len(started) == 1 and started[0]["processes"] == 1
+    # The first round fetches the one seed (no pool); the second and third, what the round before linked
+    # to: each starts its own, the one before having ended with its fetch.
     rounds = [e["segment"] for e in result.events() if e.get("event") == "crawl.round"]
-    assert started[0]["segment"] == rounds[1]
+    assert len(rounds) == 3 and [e["segment"] for e in started] == rounds[1:]
+    assert all(e["processes"] == 1 for e in started)
 
 
 async def test_by_default_the_pool_parses_from_the_first_round(tmp_path, demo_site, crawl_args):
@@ -52,7 +53,7 @@ async def test_by_default_the_pool_parses_from_the_first_round(tmp_path, demo_si
     result = await _crawl(tmp_path, demo_site, crawl_args)
     started = _pool_events(result)
     rounds = [e["segment"] for e in result.events() if e.get("event") == "crawl.round"]
-    assert len(started) == 1 and started[0]["segment"] == rounds[0]
+    assert [e["segment"] for e in started] == rounds and len(rounds) == 3
     segments = [Segment(p) for p in sorted((tmp_path / "segments").iterdir())]
     fetched = {r["url"] for s in segments for r in read_rows(s) if r["status"] == "success"}
     assert len(fetched) > 5 and {r["url"] for s in segments for r in read_rows(s, "parse_text")} == fetched

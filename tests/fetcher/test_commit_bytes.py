@@ -80,7 +80,7 @@ async def test_a_part_holds_what_reaches_the_bound(tmp_path):
 
 
 def test_commit_bytes_is_a_size(tmp_path):
-    assert make_cfg(tmp_path).fetcher.commit_bytes == 16 * 1024 * 1024
+    assert make_cfg(tmp_path).fetcher.commit_bytes == 8 * 1024 * 1024
     assert make_cfg(tmp_path, "fetcher.commit_bytes=1MiB").fetcher.commit_bytes == 1024 * 1024
     with pytest.raises(Exception, match="commit_bytes"):
         make_cfg(tmp_path, "fetcher.commit_bytes=0")

@@ -48,3 +48,22 @@ def test_a_server_stopped_while_still_importing_is_reaped():
     forkserver.stop()
     assert not Path(f"/proc/{server}").exists()
     assert mp_forkserver._forkserver._forkserver_pid is None  # and a later start makes a new one
+
+
+def test_crawls_pool_ends_between_fetches_and_the_server_stays(tmp_path):
+    """``RoundsPool.release`` (crawl, after each fetch): the pool's processes are gone while updatedb runs,
+    the warmed server is not, and the next fetch's pool is new forks of it."""
+    from crawler.fetcher.runner import RoundsPool
+
+    forkserver.stop()
+    cfg = CrawlerConfig(crawl_dir=str(tmp_path), fetcher={"parse_processes": 1})
+    with RoundsPool(cfg) as pools:
+        server = mp_forkserver._forkserver._forkserver_pid
+        first = [child.pid for child in pools.start("s1")._children]
+        pools.release()
+        assert pools.pool is None
+        assert not any(Path(f"/proc/{pid}").exists() for pid in first)  # exited and reaped
+        assert Path(f"/proc/{server}").exists()
+        second = [child.pid for child in pools.start("s2")._children]
+        assert not set(second) & set(first) and {_parent(pid) for pid in second} == {server}
+    assert not Path(f"/proc/{server}").exists()
