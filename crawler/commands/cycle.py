@@ -11,6 +11,7 @@ from crawler.config import CrawlerConfig, with_overrides
 from crawler.errors import SegmentError, UsageError
 from crawler.fetcher.robots import Remembered
 from crawler.fetcher.runner import RoundsPool, run_fetch
+from crawler.jobs.engine import flush_databases
 from crawler.jobs.generate import generate
 from crawler.jobs.inject import inject
 from crawler.jobs.invertlinks import invertlinks, unlinked_segments
@@ -106,6 +107,7 @@ class _Steps:
         return segment.name if segment else None
 
     def fetch(self, name: str) -> None:
+        flush_databases()  # the jobs' freed memory goes back now, not beside the fetch's new parse pool
         with self.workspace.step(self.cfg, "fetch", FetchArgs(name)) as run:  # staged: the partitions it leased
             _fetch(run.cfg, open_segment(segments_dir(run.cfg) / name), run.args.partition, self.pools, self.robots)
         if self.pools is not None:

@@ -57,6 +57,25 @@ def connect(cfg: JobsConfig) -> duckdb.DuckDBPyConnection:
         return database.cursor()
 
 
+def flush_databases() -> None:
+    """Hand the memory this process's finished jobs freed back to the system now.
+
+    DuckDB returns it over about a second (jemalloc's purge threads), so it was still resident when
+    ``crawl``'s next fetch started its parse pool: the fetch process at 320-350 MB instead of ~210 for
+    the first half second, the crawl's summed peak in some runs (docs/benchmarks.md). DuckDB flushes its
+    allocator (jemalloc's arenas, then ``malloc_trim``) when it closes a database and whenever it
+    relaunches its worker threads; a change of the thread count and back does the second at ~10 ms,
+    where closing the database and starting the next one costs ~50 ms of every round. Only while no job
+    runs in this process (``crawl``: one step after another): the threads a running query uses are
+    stopped and relaunched.
+    """
+    with _databases_lock:
+        for database in _databases.values():
+            threads = int(database.execute("SELECT current_setting('threads')").fetchone()[0])
+            database.execute(f"SET threads = {2 if threads == 1 else 1}")
+            database.execute(f"SET threads = {threads}")
+
+
 # --- Helpers shared by the jobs: typed Parquet sources and atomic Parquet output. ---
 
 
