@@ -148,10 +148,10 @@ class FetcherConfig(Section):
     max_exceptions_per_queue: int = Field(10, ge=0)
     time_limit: Duration = 0.0
     processes: int = Field(1, ge=1, le=256)
-    # Parse in this many worker processes (crawl starts them for each fetch, the daemon keeps them); 0 = in the fetch
-    # process. "auto" (the default): one per usable core. With its parsing handed over, the fetch process
-    # uses ~0.4 of a core, so one parse process per core but one left a core part idle and made that one
-    # process the limit (docs/benchmarks.md, "Parse processes on every core": the SciPy tree 8.3 -> 7.1 s).
+    # Parse in this many worker processes (crawl starts them for each fetch, the daemon keeps them); 0 = in
+    # the fetch process. "auto" (the default): one per usable core. With its parsing handed over, the fetch
+    # process uses ~0.4 of a core, so one parse process per core but one left a core part idle and made that
+    # one process the limit (docs/benchmarks.md, "Parse processes on every core": the SciPy tree 8.3 -> 7.1 s).
     parse_processes: int = Field("auto", ge=0, le=256)  # type: ignore[assignment]
     # A pool's processes are forks of a server that did their imports at the command's start
     # (crawler/fetcher/forkserver.py): ready in ~60-200 ms for ~0.3 CPU s on the other cores. Started with

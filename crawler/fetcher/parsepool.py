@@ -6,9 +6,10 @@ serialise with fetching on one core. A ParsePool keeps
 ``fetcher.parse_processes`` parse processes and one writer process alive,
 forks of a fork server the command started first thing
 (crawler/fetcher/forkserver.py), so a pool is ready in ~0.1 s; ``crawler crawl``
-starts one for each fetch and ends it before updatedb (runner.py ``RoundsPool.release``). The writer is separate so that a part being
-written (up to ``fetcher.commit_records`` records) never holds up the pages
-waiting to be parsed.
+starts one for each fetch and ends it before updatedb (runner.py
+``RoundsPool.release``). The writer is separate so that a part being written
+(up to ``fetcher.commit_records`` records) never holds up the pages waiting to
+be parsed.
 
 A page crosses processes once: the fetch process sends the response to a
 parse process, which parses it, encodes its WARC records and hands the

@@ -64,10 +64,12 @@ def flush_databases() -> None:
     ``crawl``'s next fetch started its parse pool: the fetch process at 320-350 MB instead of ~210 for
     the first half second, the crawl's summed peak in some runs (docs/benchmarks.md). DuckDB flushes its
     allocator (jemalloc's arenas, then ``malloc_trim``) when it closes a database and whenever it
-    relaunches its worker threads; a change of the thread count and back does the second at ~10 ms,
-    where closing the database and starting the next one costs ~50 ms of every round. Only while no job
-    runs in this process (``crawl``: one step after another): the threads a running query uses are
-    stopped and relaunched.
+    relaunches its worker threads (its task scheduler's ``RelaunchThreadsInternal``). A change of the
+    thread count and back asks for the second: ~35 ms a round on the real-page bench, nearly all of it
+    the unmapping itself, where closing the database and starting the next one cost ~50 ms. Should a
+    DuckDB release stop flushing there, the memory still goes back as before, only later. Only while no
+    job runs in this process (``crawl``: one step after another): a running query's threads would be
+    stopped and relaunched under it.
     """
     with _databases_lock:
         for database in _databases.values():

@@ -9,6 +9,7 @@ from pathlib import Path
 from crawler.config import CrawlerConfig
 from crawler.fetcher import forkserver
 from crawler.fetcher.parsepool import ParsePool
+from crawler.fetcher.runner import RoundsPool
 
 
 def _parent(pid: int) -> int:
@@ -53,8 +54,6 @@ def test_a_server_stopped_while_still_importing_is_reaped():
 def test_crawls_pool_ends_between_fetches_and_the_server_stays(tmp_path):
     """``RoundsPool.release`` (crawl, after each fetch): the pool's processes are gone while updatedb runs,
     the warmed server is not, and the next fetch's pool is new forks of it."""
-    from crawler.fetcher.runner import RoundsPool
-
     forkserver.stop()
     cfg = CrawlerConfig(crawl_dir=str(tmp_path), fetcher={"parse_processes": 1})
     with RoundsPool(cfg) as pools:
