@@ -142,7 +142,7 @@ class FetcherConfig(Section):
     parse: bool = True
     commit_records: int = Field(2000, ge=1)
     commit_interval: Duration = 10.0
-    commit_bytes: Size = Field(8 * 1024 * 1024, ge=1)
+    commit_bytes: Size = Field(8 * 1024 * 1024, ge=1)  # bodies, text and outlinks held (crawler/segments/held.py)
     delay_factor: float = Field(0.0, ge=0.0)
     max_delay: Duration = 30.0
     max_exceptions_per_queue: int = Field(10, ge=0)

@@ -52,6 +52,7 @@ from crawler.memory import give_back, settle, trim
 from crawler.parsers.dispatch import ParserDispatch
 from crawler.parsers.rows import parse_rows
 from crawler.protocols.base import Response
+from crawler.segments.held import held_size
 from crawler.segments.warc import as_served, http_records
 
 Rows = tuple[dict[str, Any], dict[str, Any], str]  # parse_text row, parse_data row, parse status
@@ -185,11 +186,11 @@ def _job(dispatch: ParserDispatch, job: tuple[Any, ...], to_writer: list[tuple[i
             if status == "success" and sitemaps:
                 add_robots_sitemaps(parse_data, sitemaps)
         to_writer.append((key, archived(response), parse_text, parse_data))
-        # The page text's length too: the fetch process counts it against fetcher.commit_bytes, since the
-        # writer holds the text until the commit (without it a part of gzip-served pages held ~3x the bound).
-        # With ``want_links`` its same-origin outlinks, for the fetch to follow in this round (follow.py).
+        # What the writer holds of the page's rows too (its text and outlinks): the fetch process counts it
+        # against fetcher.commit_bytes with the body (crawler/segments/held.py). With ``want_links`` its
+        # same-origin outlinks, for the fetch to follow in this round (follow.py).
         links = same_origin_links(parse_data["outlinks"], url, max_outlinks) if want_links and status == "success" else []
-        return key, (status, digest, error, len(parse_text["text"] or "") if parse_text else 0, links), None
+        return key, (status, digest, error, held_size(parse_text, parse_data), links), None
     except Exception as exc:  # noqa: BLE001 - the fetch process handles it as if raised there
         return key, None, _transportable(exc)
 
@@ -411,8 +412,8 @@ class ParsePool:
                    sitemaps: list[str], links: bool = False
                    ) -> tuple[int, tuple[str | None, str | None, str | None, int, list[str]]]:
         """Hand a response to the pool: its key for the part writer, and if ``parse`` (a success) its parse
-        status, body digest, parse error (the page is archived even if its parse failed), the length of
-        the text the writer holds for it and, with ``links``, its same-origin outlinks."""
+        status, body digest, parse error (the page is archived even if its parse failed), the size of the
+        rows the writer holds for it and, with ``links``, its same-origin outlinks."""
         key = next(self._keys)
         job = _page_job(key, url, response, content_type, parse, sitemaps, links)
         return key, await self._least_busy().call(key, job)

@@ -39,15 +39,15 @@ async def parse_in_pool(pool: ParsePool, url: str, response: Response, rules: Ro
                         log: Any, links: bool = False) -> tuple[int | None, int, list[str]]:
     """Hand the page to the parse pool (parsed and digested if a success); the key its writer keeps it
     under, or None if the pool failed (logged: the page is then archived without parse rows), the
-    length of the page text the writer holds with it and, with ``links``, its same-origin outlinks."""
+    size of the parse rows the writer holds with it and, with ``links``, its same-origin outlinks."""
     parse = row["status"] == FetchStatus.SUCCESS
     # Taken now, not once parsed: the host's next page may reach the pool before this one answers.
     sitemaps, rules.sitemaps = (rules.sitemaps, []) if parse else ([], rules.sitemaps)
     stored = parse_status = None
-    text_chars = 0
+    held_rows = 0
     outlinks: list[str] = []
     try:
-        stored, (parse_status, digest, error, text_chars, outlinks) = await pool.page(
+        stored, (parse_status, digest, error, held_rows, outlinks) = await pool.page(
             url, response, response.header("Content-Type"), parse, sitemaps, links and parse)
     except BrokenProcessPool as exc:
         error, digest = str(exc), body_digest(response.body) if parse else None
@@ -56,4 +56,4 @@ async def parse_in_pool(pool: ParsePool, url: str, response: Response, rules: Ro
     row["digest"] = digest
     if parse_status != "success" and sitemaps:
         rules.sitemaps = sitemaps + rules.sitemaps  # for the host's next parsed page
-    return stored, text_chars, outlinks
+    return stored, held_rows, outlinks

@@ -88,12 +88,12 @@ class Responses:
         """Parse the page (in the pool, or here), queue the outlinks it follows into ``queue`` (its own
         host's), and record it with its row."""
         parse_text = parse_data = stored = None
-        text_chars = 0
+        held_rows = 0
         follower = self.follower
         links: list[str] = []
         wants_links = row["status"] == FetchStatus.SUCCESS and follower.wants_links(entry)
         if self.parse_pool is not None:
-            stored, text_chars, links = await parse_in_pool(self.parse_pool, entry["url"], response, rules, row,
+            stored, held_rows, links = await parse_in_pool(self.parse_pool, entry["url"], response, rules, row,
                                                             self.log, wants_links)
         elif row["status"] == FetchStatus.SUCCESS and self.parsers is not None:
             parse_text, parse_data = parse_here(self.parsers, entry["url"], response, rules, self.log)
@@ -104,4 +104,4 @@ class Responses:
             # Pushed before this entry's worker is released, so the dispatcher cannot finish in between.
             for followed in follower.follow(entry, row["digest"], links, queues.max_queued - queues.queued):
                 queues.push(queue, followed)
-        self.record(entry, row, response, parse_text, parse_data, stored=stored, held_text=text_chars)
+        self.record(entry, row, response, parse_text, parse_data, stored=stored, held_rows=held_rows)

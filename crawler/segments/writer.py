@@ -30,6 +30,7 @@ from warcio.warcwriter import WARCWriter
 from crawler.fsutil import atomic_output
 from crawler.models import FETCHER, PARSE_DATA, PARSE_TEXT
 from crawler.protocols.base import Response
+from crawler.segments.held import held_size
 from crawler.segments.layout import FETCH_OUTPUTS, Segment, commit_number, part_name, partition_prefix
 from crawler.segments.warc import as_served, warc_records, warcinfo_record
 
@@ -114,25 +115,24 @@ class PartitionWriter:
         parse_text: dict[str, Any] | None = None,
         parse_data: dict[str, Any] | None = None,
         stored: int | None = None,
-        held_text: int = 0,
+        held_rows: int = 0,
     ) -> None:
-        """``stored``: the key under which the pool's writer holds ``response`` and its parse rows, with
-        ``held_text`` characters of page text."""
+        """``stored``: the key under which the pool's writer holds ``response`` and its parse rows, whose
+        size (``held_size``) is ``held_rows``."""
         self.pending.fetcher.append(fetch)
         if stored is not None and response is not None:
             self.pending.responses.append(stored)
-            self.pending.bytes += len(response.raw_body) + held_text
+            self.pending.bytes += len(response.raw_body) + held_rows
         elif response is not None:
             response = as_served(response)
             self.pending.responses.append(response)
             self.pending.bytes += len(response.raw_body)
         if parse_text is not None:
             self.pending.parse_text.append(parse_text)
-            # A page's text is held beside its body until the commit (as str, up to 4 bytes a character
-            # for non-Latin-1 text; its length is the usual case's size).
-            self.pending.bytes += len(parse_text.get("text") or "")
         if parse_data is not None:
             self.pending.parse_data.append(parse_data)
+        # A page's text and outlinks are held beside its body until the commit.
+        self.pending.bytes += held_size(parse_text, parse_data)
 
     def due(self) -> bool:
         return (

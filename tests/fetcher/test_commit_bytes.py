@@ -1,5 +1,5 @@
-"""fetcher.commit_bytes: a part is committed once the buffered bodies and page text reach the limit,
-whatever commit_records says, so the pages held in memory are bounded by size, not by count."""
+"""fetcher.commit_bytes: a part is committed once the buffered bodies, page text and outlinks reach the
+limit, whatever commit_records says, so the pages held in memory are bounded by size, not by count."""
 
 from __future__ import annotations
 
@@ -84,3 +84,19 @@ def test_commit_bytes_is_a_size(tmp_path):
     assert make_cfg(tmp_path, "fetcher.commit_bytes=1MiB").fetcher.commit_bytes == 1024 * 1024
     with pytest.raises(Exception, match="commit_bytes"):
         make_cfg(tmp_path, "fetcher.commit_bytes=0")
+
+
+# ~1 kB of text and 200 outlinks a page: what the writer holds of it is mostly the links.
+LINKS = "<html><body><p>" + "word " * 200 + "</p>" + "".join(
+    f"<a href='/link/{i}/a-long-enough-path.html'>anchor {i}</a>" for i in range(200)) + "</body></html>"
+
+
+@pytest.mark.parametrize("processes", [0, 1])
+async def test_the_outlinks_held_count_too(tmp_path, servers, processes):
+    """A page of ~1 kB of text and 200 outlinks holds ~40 kB of link strings and tuples until the commit;
+    counted, a 100 kB bound cuts twelve such pages into parts. Counting its ~11 kB body and its text only
+    (~12 kB a page, 144 kB for all twelve) would have cut them once at most."""
+    seg, urls, sizes = await _fetch_twelve(tmp_path, servers, page(LINKS), "100KB", processes)
+    assert sum(sizes) == 12 and len(sizes) >= 3, sizes
+    data = read_rows(seg, "parse_data")
+    assert sorted(r["url"] for r in data) == sorted(urls) and all(len(r["outlinks"]) == 200 for r in data)
