@@ -190,8 +190,7 @@ class RoundsPool:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.pool is not None:
-            self.pool.close()
+        self.release()
         if self._server:
             forkserver.stop()
 

@@ -27,12 +27,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from warcio.warcwriter import WARCWriter
 
+from crawler.config import FetcherConfig
 from crawler.fsutil import atomic_output
 from crawler.models import FETCHER, PARSE_DATA, PARSE_TEXT
 from crawler.protocols.base import Response
 from crawler.segments.held import held_size
 from crawler.segments.layout import FETCH_OUTPUTS, Segment, commit_number, part_name, partition_prefix
 from crawler.segments.warc import as_served, warc_records, warcinfo_record
+
+# fetcher.commit_bytes's default, for a writer made without a config (its one definition is the config's).
+_COMMIT_BYTES: int = FetcherConfig.model_fields["commit_bytes"].default
 
 # Runs a picklable function and its arguments elsewhere (a worker process), returning its result.
 Offload = Callable[..., Awaitable[Any]]
@@ -89,7 +93,7 @@ class PartitionWriter:
     """Buffers one partition's records and commits them as numbered parts."""
 
     def __init__(self, segment: Segment, partition: int, commit_records: int, commit_interval: float,
-                 offload: Offload | None = None, commit_bytes: int = 8 << 20) -> None:
+                 offload: Offload | None = None, commit_bytes: int = _COMMIT_BYTES) -> None:
         self.segment = segment
         self.offload = offload
         self.partition = partition
