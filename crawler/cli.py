@@ -106,9 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _resolve(target: str) -> Callable[[CrawlerConfig, Any], int]:
-    # Imported on use, so `normalize-check` does not pay for DuckDB and aiohttp imports.
+    # Imported on use, so `normalize-check` does not pay for DuckDB and aiohttp imports. Inside
+    # deferred_store, aiohttp's import-time TLS contexts load the system store at their first handshake,
+    # not on the way to the first request (crawler/protocols/trust.py).
+    from crawler.protocols.trust import deferred_store
+
     module, _, name = target.partition(":")
-    return getattr(importlib.import_module(f"crawler.commands.{module}"), name)
+    with deferred_store():
+        return getattr(importlib.import_module(f"crawler.commands.{module}"), name)
 
 
 def _load(args: argparse.Namespace) -> CrawlerConfig:

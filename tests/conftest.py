@@ -48,9 +48,10 @@ class CliResult:
         return out
 
 
-async def run_crawler(*args: str, cwd: Path | None = None, stdin: bytes | None = None) -> CliResult:
-    """Run `python -m crawler ARGS` without blocking the loop that serves the test site."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+async def run_crawler(*args: str, cwd: Path | None = None, stdin: bytes | None = None,
+                      env: dict[str, str] | None = None) -> CliResult:
+    """Run `python -m crawler ARGS` without blocking the loop that serves the test site (``env``: set besides ours)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "crawler", *args,
         cwd=cwd, env=env,
