@@ -105,15 +105,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _resolve(target: str) -> Callable[[CrawlerConfig, Any], int]:
+def _resolve(target: str, cfg: CrawlerConfig) -> Callable[[CrawlerConfig, Any], int]:
     # Imported on use, so `normalize-check` does not pay for DuckDB and aiohttp imports. Inside
     # deferred_store, aiohttp's import-time TLS contexts load the system store at their first handshake,
-    # not on the way to the first request (crawler/protocols/trust.py).
+    # not on the way to the first request (crawler/protocols/trust.py). With the DuckDB engine, pyarrow
+    # never imports pandas to probe what it converts (crawler/pandas_probe.py).
     from crawler.protocols.trust import deferred_store
 
     module, _, name = target.partition(":")
     with deferred_store():
-        return getattr(importlib.import_module(f"crawler.commands.{module}"), name)
+        handler = getattr(importlib.import_module(f"crawler.commands.{module}"), name)
+    if cfg.jobs.engine == "duckdb":
+        from crawler import pandas_probe
+
+        pandas_probe.skip()
+    return handler
 
 
 def _load(args: argparse.Namespace) -> CrawlerConfig:
@@ -174,7 +180,7 @@ def _main(argv: Sequence[str] | None, own_process: bool = False) -> int:
         from crawler.storage.workspace import open_workspace
 
         configure_logging(cfg.log)
-        handler = _resolve(args.handler)
+        handler = _resolve(args.handler, cfg)
         if own_process:
             _started()
         # A remote crawl_dir stages what the command reads and writes (ACCESS); a local one runs as it is.

@@ -41,11 +41,12 @@ of ``parse_text`` (word-anchored shingles of two or three words), mixed with
 MurmurHash3's finalizer; long texts keep a hash-chosen sample of about 512 of
 them, so near-duplicates keep the same sample and the cost stays flat (the
 first 64 KiB of text are read). It is computed at updatedb, not in the parse
-step, which is the fetcher's hot path: in numpy, 86 us for a 30 kB page's text
-against 429 us to parse that page, 46 us for a 5 kB one (bench/bench_simhash.py,
-on this shared 2-core machine); DuckDB SQL over 3-word shingles took 20 ms, and
-PyPI's ``simhash`` (pure Python) 13.5 ms. updatedb runs it in a thread while its first
-statements run in DuckDB, so most of it costs no wall time. The webdb's ``simhash`` column (signed
+step, which is the fetcher's hot path: in numpy, over a batch of texts at once
+(``simhashes``), ~39 us a page on the real-site trees against ~76 us one text at
+a time, and 429 us to parse a 30 kB page (bench/bench_simhash.py, on this shared
+2-core machine); DuckDB SQL over 3-word shingles took 20 ms, and PyPI's
+``simhash`` (pure Python) 13.5 ms. updatedb runs it in a thread while its first
+statements run in DuckDB: on small sites it is still updatedb's longest step. The webdb's ``simhash`` column (signed
 64-bit) serves any near-duplicate query too (``dedup`` still goes by digest):
 pages whose simhashes differ in at most 3 bits are near-duplicates.
 """
@@ -65,6 +66,7 @@ from crawler.models import PAGES, DbStatus, FetchStatus
 from crawler.urls.filters import _PATH_SQL
 
 MAX_TEXT_BYTES = 64 * 1024
+_PAD = 24  # zero bytes after each text in simhashes' buffer: a feature reads 16 bytes from a word's start
 _SAMPLE = 512  # features kept from a long text: enough votes per bit, a flat cost
 _FETCHED = (DbStatus.FETCHED, DbStatus.NOTMODIFIED, DbStatus.DUPLICATE)
 SIGNATURES = pa.schema([("segment", pa.string()), ("url", pa.string()), ("simhash", pa.int64())])
@@ -77,36 +79,81 @@ def dir_sql(url: str) -> str:
 
 def simhash(text: str | None) -> int | None:
     """The 64-bit SimHash of ``text`` as a signed integer (Parquet int64), or None for an empty text."""
+    data = None if text is None else text.encode("utf-8", "replace")  # a lone surrogate counts as "?"
+    return simhashes(pa.array([data], pa.binary()))[0].as_py()
+
+
+def simhashes(texts: pa.Array) -> pa.Array:
+    """``simhash`` of each text of a string column, as int64 (null for a null or empty text).
+
+    One numpy pass over all the texts at once, read from the column's own buffers: per text, ~25 numpy
+    calls on a few kB cost more in call overhead than in work (~50 us a page on the real-site trees,
+    ~100-140 in updatedb's thread, where each call also waits for the GIL), and large array operations
+    let the GIL go, so the job's statements run meanwhile.
+    """
     import numpy as np  # only updatedb needs it: the fetch and parse processes never import numpy for this
 
-    data = (text or "").encode("utf-8", "replace")[:MAX_TEXT_BYTES]
-    n = len(data)
-    if not n:
-        return None
-    buf = np.frombuffer(data + bytes(24), np.uint8)
-    starts = np.flatnonzero(buf[:n] == 32) + 1
-    starts = np.concatenate(([0], starts[starts < n]))
-    # Every 8-byte window of the text as one uint64 (stride 1 byte: no copy).
-    windows = np.ndarray((n + 16,), dtype="<u8", buffer=buf, strides=(1,))
+    if not (pa.types.is_string(texts.type) or pa.types.is_binary(texts.type)):  # the same buffers
+        texts = texts.cast(pa.string())  # large_string or string_view from another engine
+    count = len(texts)
+    if not count:
+        return pa.nulls(0, pa.int64())
+    ends = np.frombuffer(texts.buffers()[1], np.int32, count + 1, texts.offset * 4).astype(np.int64)
+    lengths = np.minimum(ends[1:] - ends[:-1], MAX_TEXT_BYTES)
+    valid = np.frombuffer(texts.buffers()[2] or b"", np.uint8)
+    if texts.null_count:  # a null text's bytes (if any) are not a text
+        present = np.unpackbits(np.frombuffer(texts.buffers()[0], np.uint8), bitorder="little")
+        lengths[present[texts.offset:texts.offset + count] == 0] = 0
+    # Each text with 24 zero bytes after it: the 16-byte feature at a word near its end reads zeros, as a
+    # text alone would, never the next text.
+    spans = lengths + _PAD
+    at = np.zeros(count + 1, np.int64)
+    np.cumsum(spans, out=at[1:])
+    buf = np.zeros(int(at[-1]) + 8, np.uint8)
+    for i in np.flatnonzero(lengths).tolist():
+        buf[at[i]:at[i] + lengths[i]] = valid[ends[i]:ends[i] + lengths[i]]
+    windows = np.ndarray((len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))  # every 8 bytes as one uint64
+    # Word starts: each text's first byte, and every byte after a space that is still in the text (a text
+    # ending in a space would start a word on its first zero byte; the zeros hold no space).
+    starting = np.zeros(len(buf), bool)
+    starting[1:] = buf[:-1] == 32
+    starting[at[:-1] + lengths] = False
+    starting[at[:-1][lengths > 0]] = True
+    starts = np.flatnonzero(starting)
+    per_text = np.add.reduceat(starting, at[:-1], dtype=np.int64)
+    owner = np.repeat(np.arange(count), per_text)
     with np.errstate(over="ignore"):
-        if len(starts) > 2 * _SAMPLE:
-            # A long text keeps the words whose first 8 bytes hash below a bound: the same words in
-            # near-duplicate texts, about _SAMPLE of them, and only those get the full feature hash.
-            bound = np.uint64((1 << 64) // (len(starts) // _SAMPLE))
-            sample = starts[windows[starts] * np.uint64(0xD6E8FEB86659FD93) < bound]
-            starts = sample if len(sample) else starts
+        # A long text keeps the words whose first 8 bytes hash below a bound: the same words in near-duplicate
+        # texts, about _SAMPLE of them, and only those get the full feature hash; none kept, it keeps them all.
+        long = np.flatnonzero(per_text > 2 * _SAMPLE)
+        if len(long):
+            bound = np.full(count, np.iinfo(np.uint64).max, np.uint64)
+            bound[long] = [(1 << 64) // (n // _SAMPLE) for n in per_text[long].tolist()]
+            keep = (windows[starts] * np.uint64(0xD6E8FEB86659FD93) < bound[owner]) | (per_text <= 2 * _SAMPLE)[owner]
+            none_kept = np.bincount(owner[keep], minlength=count) == 0
+            keep |= none_kept[owner]
+            starts, owner = starts[keep], owner[keep]
         x = _fmix(np, windows[starts] ^ (windows[starts + 8] * np.uint64(0x9E3779B97F4A7C15)))
-        # Each distinct feature votes once: a phrase a template repeats 60 times must not outvote the text.
-        x.sort()
-        x = x[np.concatenate(([True], x[1:] != x[:-1]))]
-    # Bit votes from one histogram of the features' bytes (byte j holds bits 8j..8j+7): a bincount and
-    # a tiny product instead of unpacking 64 bits per feature, which cost three times as much.
-    counts = np.bincount((x.view(np.uint8).reshape(-1, 8) + _byte_offsets(np)).ravel(), minlength=2048)
-    votes = (counts.reshape(8, 256) @ _bit_table(np)).ravel()
-    value = 0
-    for bit in np.flatnonzero(votes * 2 > len(x)).tolist():
-        value |= 1 << bit
-    return value - (1 << 64) if value >= 1 << 63 else value
+    # Each distinct feature votes once: a phrase a template repeats 60 times must not outvote the text.
+    # Features are grouped by text already (starts are in order): each group is sorted in place.
+    bounds = np.zeros(count + 1, np.int64)
+    np.cumsum(np.bincount(owner, minlength=count), out=bounds[1:])
+    for i in np.flatnonzero(np.diff(bounds) > 1).tolist():
+        x[bounds[i]:bounds[i + 1]].sort()
+    first = np.ones(len(x), bool)
+    first[1:] = (x[1:] != x[:-1]) | (owner[1:] != owner[:-1])
+    x, owner = x[first], owner[first]
+    features = np.bincount(owner, minlength=count)
+    # Bit votes from one histogram of the features' bytes per text (byte j holds bits 8j..8j+7): a bincount
+    # and a small product instead of unpacking 64 bits per feature.
+    bins = x.view(np.uint8).reshape(-1, 8).astype(np.intp)
+    bins += _byte_offsets(np)
+    bins += (owner * 2048)[:, None]
+    counts = np.bincount(bins.ravel(), minlength=count * 2048).reshape(count, 8, 256)
+    votes = (counts @ _bit_table(np)).reshape(count, 64)
+    bits = np.packbits(votes * 2 > features[:, None], axis=1, bitorder="little")
+    values = bits.view("<i8").ravel()
+    return pa.array(values, pa.int64(), mask=lengths == 0)
 
 
 _TABLES: dict[str, Any] = {}
@@ -116,7 +163,7 @@ def _byte_offsets(np: Any) -> Any:
     """Byte j of a feature counts in bins 256j..256j+255."""
     offsets = _TABLES.get("offsets")
     if offsets is None:
-        offsets = _TABLES["offsets"] = np.arange(0, 2048, 256, dtype=np.uint16)
+        offsets = _TABLES["offsets"] = np.arange(0, 2048, 256, dtype=np.intp)
     return offsets
 
 
@@ -157,11 +204,13 @@ def signatures(con: Any, segments: list[Any]) -> pa.Table:
     names, urls, hashes = [], [], []
     for seg in segments:
         for batch in _batches(con, seg.parts("parse_text"), ["url", "text"]):
-            for url, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
-                names.append(seg.name)
-                urls.append(url)
-                hashes.append(simhash(text))
-    return pa.table({"segment": names, "url": urls, "simhash": hashes}, schema=SIGNATURES)
+            names.append(pa.array([seg.name] * batch.num_rows, pa.string()))
+            url = batch.column(0)
+            urls.append(url if url.type == pa.string() else url.cast(pa.string()))  # a cast loads pyarrow.compute
+            hashes.append(simhashes(batch.column(1)))
+    if not names:
+        return SIGNATURES.empty_table()
+    return pa.Table.from_arrays([pa.concat_arrays(c) for c in (names, urls, hashes)], schema=SIGNATURES)
 
 
 def unfollow_duplicates(con: Any, cfg: CrawlerConfig, old_pages: str, old_links: str) -> None:

@@ -7,6 +7,7 @@ import random
 from datetime import datetime
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import structlog
@@ -16,6 +17,7 @@ from crawler.jobs import traps
 from crawler.jobs.generate import generate
 from crawler.jobs.updatedb import updatedb
 from crawler.webdb.store import VersionedStore
+from tests.jobs import simhash_reference
 from tests.jobs.conftest import NOW, T0, fetch, make_cfg, page, parse, read_pages, write_db
 
 LOG = structlog.get_logger()
@@ -63,6 +65,30 @@ def test_simhash_of_short_texts():
 def test_simhash_is_stable(text, value):
     """The same text gives the same signature in every process and release: the webdb stores it."""
     assert traps.simhash(text) == value
+
+
+def _texts(seed: int) -> list[str | None]:
+    rng = random.Random(seed)
+    alphabet = "abcdefghij  \u00e9\u4e2d-."
+    texts: list[str | None] = [None, "", " ", "a", "a ", " a", "a  b", "x" * 70_000, "word " * 20_000,
+                               "\u00e9t\u00e9 \u4e2d\u6587 " * 5_000, "ab " * 1_025, "ab " * 1_024]
+    for _ in range(120):
+        length = rng.choice([0, 5, 40, 400, 3_000, 12_000, 70_000])
+        texts.append("".join(rng.choice(alphabet) for _ in range(length)))
+    return texts
+
+
+@pytest.mark.parametrize("kind", [pa.string(), pa.large_string(), pa.binary()])
+def test_simhashes_of_a_batch_equal_each_texts_simhash_by_its_definition(kind):
+    """The batched SimHash (one numpy pass over many texts) gives, for every text, the value the plain
+    definition gives: word starts, sampling of long texts, zeros past a text's end never its neighbour's."""
+    texts = _texts(7)
+    values = [None if t is None else t.encode() if kind == pa.binary() else t for t in texts]
+    column = pa.array(values, kind)
+    expected = [simhash_reference.simhash(t) for t in texts]
+    assert traps.simhashes(column).to_pylist() == expected
+    assert traps.simhashes(column.slice(3, 50)).to_pylist() == expected[3:53]  # a batch that starts mid-buffer
+    assert [traps.simhash(t) for t in texts[:40]] == expected[:40]
 
 
 @pytest.mark.parametrize(("url", "folder", "parent", "ancestors"), [
