@@ -53,6 +53,7 @@ pages whose simhashes differ in at most 3 bits are near-duplicates.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,7 @@ from crawler.urls.filters import _PATH_SQL
 
 MAX_TEXT_BYTES = 64 * 1024
 _PAD = 24  # zero bytes after each text in simhashes' buffer: a feature reads 16 bytes from a word's start
+_CHUNK_BYTES = 256 * 1024  # text a simhashes pass takes at once (whole texts; one longer text alone)
 _SAMPLE = 512  # features kept from a long text: enough votes per bit, a flat cost
 _FETCHED = (DbStatus.FETCHED, DbStatus.NOTMODIFIED, DbStatus.DUPLICATE)
 SIGNATURES = pa.schema([("segment", pa.string()), ("url", pa.string()), ("simhash", pa.int64())])
@@ -86,10 +88,11 @@ def simhash(text: str | None) -> int | None:
 def simhashes(texts: pa.Array) -> pa.Array:
     """``simhash`` of each text of a string column, as int64 (null for a null or empty text).
 
-    One numpy pass over all the texts at once, read from the column's own buffers: per text, ~25 numpy
-    calls on a few kB cost more in call overhead than in work (~50 us a page on the real-site trees,
-    ~100-140 in updatedb's thread, where each call also waits for the GIL), and large array operations
-    let the GIL go, so the job's statements run meanwhile.
+    One numpy pass over many texts at once, read from the column's own buffers: per text, ~25 numpy
+    calls on a few kB cost more in call overhead than in work (~50 us a page on the real-site trees).
+    A pass takes texts up to ``_CHUNK_BYTES``: its arrays hold ~50 bytes per byte of text (a word start
+    and its owner, gathers, masks), and 200 texts of 30 kB at once took updatedb's process ~140 MB
+    higher (bench/realweb.py).
     """
     import numpy as np  # only updatedb needs it: the fetch and parse processes never import numpy for this
 
@@ -98,6 +101,18 @@ def simhashes(texts: pa.Array) -> pa.Array:
     count = len(texts)
     if not count:
         return pa.nulls(0, pa.int64())
+    ends = np.frombuffer(texts.buffers()[1], np.int32, count + 1, texts.offset * 4)
+    used = np.cumsum(np.minimum(np.diff(ends), MAX_TEXT_BYTES))
+    cuts = [0]
+    while cuts[-1] < count:  # each chunk: whole texts up to _CHUNK_BYTES, at least one
+        limit = (used[cuts[-1] - 1] if cuts[-1] else 0) + _CHUNK_BYTES
+        cuts.append(max(cuts[-1] + 1, int(np.searchsorted(used, limit, "right"))))
+    chunks = [_simhash_chunk(np, texts.slice(a, b - a)) for a, b in itertools.pairwise(cuts)]
+    return chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
+
+
+def _simhash_chunk(np: Any, texts: pa.Array) -> pa.Array:
+    count = len(texts)
     ends = np.frombuffer(texts.buffers()[1], np.int32, count + 1, texts.offset * 4).astype(np.int64)
     lengths = np.minimum(ends[1:] - ends[:-1], MAX_TEXT_BYTES)
     valid = np.frombuffer(texts.buffers()[2] or b"", np.uint8)
