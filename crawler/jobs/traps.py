@@ -216,16 +216,19 @@ def signatures(con: Any, segments: list[Any]) -> pa.Table:
 
     Safe to run in a thread beside the job's statements: the engine reads each part on a cursor of its own.
     """
-    names, urls, hashes = [], [], []
+    names: list[str] = []
+    urls: list[str] = []
+    hashes: list[pa.Array] = []
     for seg in segments:
         for batch in _batches(con, seg.parts("parse_text"), ["url", "text"]):
-            names.append(pa.array([seg.name] * batch.num_rows, pa.string()))
-            url = batch.column(0)
-            urls.append(url if url.type == pa.string() else url.cast(pa.string()))  # a cast loads pyarrow.compute
+            names += [seg.name] * batch.num_rows
+            # As Python strings, not the batch's column: a column read from DuckDB holds its whole batch
+            # (the texts too) until it is freed, ~200 MB over a round of bench/realweb.py's pages.
+            urls += batch.column(0).to_pylist()
             hashes.append(simhashes(batch.column(1)))
-    if not names:
-        return SIGNATURES.empty_table()
-    return pa.Table.from_arrays([pa.concat_arrays(c) for c in (names, urls, hashes)], schema=SIGNATURES)
+    simhash_column = pa.concat_arrays(hashes) if hashes else pa.nulls(0, pa.int64())
+    return pa.Table.from_arrays([pa.array(names, pa.string()), pa.array(urls, pa.string()), simhash_column],
+                                schema=SIGNATURES)
 
 
 def unfollow_duplicates(con: Any, cfg: CrawlerConfig, old_pages: str, old_links: str) -> None:
