@@ -2,9 +2,9 @@
 
 aiohttp builds two TLS contexts when it is imported (``aiohttp.connector``): a verifying one, which
 reads the system's certificate store, and a non-verifying one, which sets the store's default paths,
-which OpenSSL 3 also reads then. That is ~75 ms of every command that imports aiohttp (``crawl``,
-``fetch``, ``parse-check``, the daemon) before its first request, most of it for a crawl that never
-opens an HTTPS connection; `crawl` pays it once for each crawl of a site.
+which OpenSSL 3 also reads then. That was ~75 ms of every command whose modules import aiohttp
+(``crawl``, ``fetch``, the daemon) before its first request, most of it for a crawl that never opens
+an HTTPS connection. (``parse-check`` imports aiohttp later, outside the window, and still pays it.)
 
 ``deferred_store()`` is the window a command's modules are imported in (cli.py): inside it,
 ``ssl.create_default_context()`` returns a ``DeferredTrust`` context, whose settings are the same and
