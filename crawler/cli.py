@@ -105,21 +105,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _resolve(target: str, cfg: CrawlerConfig) -> Callable[[CrawlerConfig, Any], int]:
+def _resolve(target: str, spark: bool) -> Callable[[CrawlerConfig, Any], int]:
     # Imported on use, so `normalize-check` does not pay for DuckDB and aiohttp imports. Inside
     # deferred_store, aiohttp's import-time TLS contexts load the system store at their first handshake,
-    # not on the way to the first request (crawler/protocols/trust.py). With the DuckDB engine, pyarrow
-    # never imports pandas to probe what it converts (crawler/pandas_probe.py).
+    # not on the way to the first request (crawler/protocols/trust.py). Unless the command runs Spark
+    # (whose pandas objects pyarrow must recognize), pyarrow never imports pandas to probe what it
+    # converts (crawler/pandas_probe.py).
     from crawler.protocols.trust import deferred_store
 
     module, _, name = target.partition(":")
     with deferred_store():
         handler = getattr(importlib.import_module(f"crawler.commands.{module}"), name)
-    if cfg.jobs.engine == "duckdb":
+    if not spark:
         from crawler import pandas_probe
 
         pandas_probe.skip()
     return handler
+
+
+def runs_spark(cfg: CrawlerConfig, args: argparse.Namespace) -> bool:
+    """Whether the command runs Spark in this process: its jobs (``jobs.engine``), or ``fetch --spark``."""
+    return cfg.jobs.engine == "spark" or bool(getattr(args, "spark", False))
 
 
 def _load(args: argparse.Namespace) -> CrawlerConfig:
@@ -180,7 +186,7 @@ def _main(argv: Sequence[str] | None, own_process: bool = False) -> int:
         from crawler.storage.workspace import open_workspace
 
         configure_logging(cfg.log)
-        handler = _resolve(args.handler, cfg)
+        handler = _resolve(args.handler, runs_spark(cfg, args))
         if own_process:
             _started()
         # A remote crawl_dir stages what the command reads and writes (ACCESS); a local one runs as it is.

@@ -8,8 +8,8 @@ on ``crawl``'s first statement (inject's ``pa.table``), docs/benchmarks.md.
 
 ``skip()`` makes pyarrow's probe fail once with pandas hidden: pyarrow then takes lists as lists. It
 does not keep pandas away: a call that needs pandas (``Table.to_pandas``) imports it then, as pyarrow
-retries a failed import whenever pandas is required. The Spark engine hands pyarrow pandas objects of
-its own, so cli.py probes only for the DuckDB engine. A conversion that infers its type (no type or
+retries a failed import whenever pandas is required. PySpark hands pyarrow pandas objects of its own,
+so cli.py makes the probe only for a command that runs no Spark (``jobs.engine: spark``, ``fetch --spark``). A conversion that infers its type (no type or
 schema given) still looks for pandas' NA in Arrow's C++ code, so the crawler's conversions give one.
 """
 

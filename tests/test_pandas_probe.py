@@ -40,18 +40,21 @@ def test_without_skip_pyarrow_imports_pandas_at_its_first_conversion():
     assert seen == {"pandas": True}
 
 
-@pytest.mark.parametrize(("engine", "loaded"), [("duckdb", False), ("spark", True)])
-def test_a_commands_start_probes_for_the_duckdb_engine_only(tmp_path, engine, loaded):
-    """`inject` (the first step of `crawl`) converts its seeds with pyarrow: no pandas with DuckDB; the
-    Spark engine's pandas objects keep pyarrow's own probe."""
-    seeds = tmp_path / "seeds.txt"
-    seeds.write_text("http://127.0.0.1:9/\n")
+@pytest.mark.parametrize(("command", "loaded"), [
+    ("inject seeds.txt", False),
+    ("inject seeds.txt -D jobs.engine=spark", True),  # the Spark engine's pandas objects keep pyarrow's probe
+    ("fetch segment --spark", True),
+])
+def test_a_command_probes_unless_it_runs_spark(tmp_path, command, loaded):
+    """A command's start (cli.py) makes pyarrow's pandas probe with pandas hidden, unless the command runs
+    Spark; then the first typed conversion, as inject's of its seeds, loads pandas or does not."""
+    argv = [*command.split(), "-D", f"crawl_dir={tmp_path}"]
     seen = _python(
         "import json, sys, pyarrow as pa\n"
         "from crawler import cli\n"
-        f"cfg = cli._load(cli.build_parser().parse_args(['inject', {str(seeds)!r}, '-D', 'crawl_dir={tmp_path}',"
-        f" '-D', 'jobs.engine={engine}']))\n"
-        "handler = cli._resolve('cycle:cmd_inject', cfg)\n"
+        f"args = cli.build_parser().parse_args({argv!r})\n"
+        "cfg = cli._load(args)\n"
+        "cli._resolve(args.handler, cli.runs_spark(cfg, args))\n"
         "pa.array(['http://h/'], pa.string())\n"
         "print(json.dumps({'pandas': 'pandas' in sys.modules}))\n")
     assert seen == {"pandas": loaded}
