@@ -21,6 +21,7 @@ import structlog
 
 from crawler.config import TlsConfig
 from crawler.errors import ConfigError
+from crawler.protocols.trust import deferred_context
 
 _warned = False
 
@@ -51,7 +52,7 @@ def _context(verify: bool, ca_file: str, _stamp: int) -> ssl.SSLContext:
     # Built once per process, setting and bundle version (a SIGHUP after the bundle changed loads it
     # again): loading the system store is disk work every protocol instance would repeat.
     if verify:
-        ctx = ssl.create_default_context()
+        ctx = deferred_context()  # the system store at the first handshake (trust.py); the CA file now, checked
         if ca_file:
             ctx.load_verify_locations(cafile=ca_file)
     else:

@@ -11,7 +11,9 @@ import ssl
 
 import pytest
 
+from crawler.config import TlsConfig
 from crawler.devserver import SiteServer
+from crawler.protocols import tls
 from crawler.protocols.trust import DeferredTrust, deferred_store
 from tests.conftest import DEMO_SITE, run_crawler
 from tests.tlscerts import make_ca
@@ -96,3 +98,17 @@ async def test_a_crawl_trusts_the_system_store_through_aiohttps_deferred_context
     assert trusted.code == 0, trusted.stderr[-2000:]
     paths = {r.path_qs for r in site.requests}
     assert {"/robots.txt", "/"} <= paths and len(paths) > 2  # the seed, then the pages it links to
+
+
+async def test_a_ca_file_is_read_at_once_and_the_system_store_at_the_first_handshake(ca, tmp_path, monkeypatch):
+    """http.tls.ca_file is trusted besides the system store: the file is read (and checked) when the
+    client is made, the store when it first connects."""
+    (tmp_path / "system").mkdir()
+    system = make_ca(tmp_path / "system")
+    monkeypatch.setenv("SSL_CERT_FILE", str(system.ca_file))
+    ctx = tls.client_context(TlsConfig(ca_file=str(ca.ca_file)))
+    assert isinstance(ctx, DeferredTrust)
+    assert _store_size(ctx) == 1  # the CA file's certificate only
+    async with SiteServer(DEMO_SITE, ssl_context=system.server("localhost")) as site:
+        await _handshake(ctx, site.port)
+    assert _store_size(ctx) == 2
