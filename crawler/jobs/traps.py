@@ -46,7 +46,7 @@ step, which is the fetcher's hot path: in numpy, over a batch of texts at once
 a time, and 429 us to parse a 30 kB page (bench/bench_simhash.py, on this shared
 2-core machine); DuckDB SQL over 3-word shingles took 20 ms, and PyPI's
 ``simhash`` (pure Python) 13.5 ms. updatedb runs it in a thread while its first
-statements run in DuckDB: on small sites it is still updatedb's longest step. The webdb's ``simhash`` column (signed
+statements run in DuckDB. The webdb's ``simhash`` column (signed
 64-bit) serves any near-duplicate query too (``dedup`` still goes by digest):
 pages whose simhashes differ in at most 3 bits are near-duplicates.
 """
@@ -91,8 +91,8 @@ def simhashes(texts: pa.Array) -> pa.Array:
     One numpy pass over many texts at once, read from the column's own buffers: per text, ~25 numpy
     calls on a few kB cost more in call overhead than in work (~50 us a page on the real-site trees).
     A pass takes texts up to ``_CHUNK_BYTES``: its arrays hold ~50 bytes per byte of text (a word start
-    and its owner, gathers, masks), and 200 texts of 30 kB at once took updatedb's process ~140 MB
-    higher (bench/realweb.py).
+    and its owner, gathers, masks); passes of 200 of bench/realweb.py's ~30 kB texts peaked 93 MB
+    higher, against 21 one text at a time.
     """
     import numpy as np  # only updatedb needs it: the fetch and parse processes never import numpy for this
 
@@ -112,10 +112,11 @@ def simhashes(texts: pa.Array) -> pa.Array:
 
 
 def _simhash_chunk(np: Any, texts: pa.Array) -> pa.Array:
+    """``simhashes`` of texts that fit one pass."""
     count = len(texts)
     ends = np.frombuffer(texts.buffers()[1], np.int32, count + 1, texts.offset * 4).astype(np.int64)
     lengths = np.minimum(ends[1:] - ends[:-1], MAX_TEXT_BYTES)
-    valid = np.frombuffer(texts.buffers()[2] or b"", np.uint8)
+    data = np.frombuffer(texts.buffers()[2] or b"", np.uint8)
     if texts.null_count:  # a null text's bytes (if any) are not a text
         present = np.unpackbits(np.frombuffer(texts.buffers()[0], np.uint8), bitorder="little")
         lengths[present[texts.offset:texts.offset + count] == 0] = 0
@@ -126,7 +127,7 @@ def _simhash_chunk(np: Any, texts: pa.Array) -> pa.Array:
     np.cumsum(spans, out=at[1:])
     buf = np.zeros(int(at[-1]) + 8, np.uint8)
     for i in np.flatnonzero(lengths).tolist():
-        buf[at[i]:at[i] + lengths[i]] = valid[ends[i]:ends[i] + lengths[i]]
+        buf[at[i]:at[i] + lengths[i]] = data[ends[i]:ends[i] + lengths[i]]
     windows = np.ndarray((len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))  # every 8 bytes as one uint64
     # Word starts: each text's first byte, and every byte after a space that is still in the text (a text
     # ending in a space would start a word on its first zero byte; the zeros hold no space).
