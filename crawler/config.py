@@ -13,6 +13,7 @@ import os
 import re
 import ssl
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -446,3 +447,22 @@ def with_overrides(cfg: CrawlerConfig, **sections: Any) -> CrawlerConfig:
     for name, fields in sections.items():
         updated[name] = getattr(cfg, name).model_copy(update=fields)
     return cfg.model_copy(update=updated)
+
+
+def plain(value: Any) -> Any:
+    """The config (or a section of it) as plain values: SimpleNamespaces with its fields and properties, lists,
+    dicts. What the parse processes and the part writer get instead of the models: unpickling a model loads
+    pydantic and the config module, ~20 MB that each of those processes, and the fork server they are forked
+    from, would hold (crawler/fetcher/parsepool.py)."""
+    if isinstance(value, BaseModel):
+        fields = {name: plain(getattr(value, name)) for name in type(value).model_fields}
+        for klass in type(value).__mro__[:type(value).__mro__.index(BaseModel)]:  # our properties, not pydantic's
+            for name, attr in vars(klass).items():
+                if isinstance(attr, property) and name not in fields:
+                    fields[name] = plain(getattr(value, name))
+        return SimpleNamespace(**fields)
+    if isinstance(value, list | tuple):
+        return type(value)(plain(v) for v in value)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value

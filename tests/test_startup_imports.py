@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 import sys
 
@@ -20,3 +21,23 @@ def test_the_crawl_command_loads_no_parser_library_and_no_arrow_compute():
     assert "crawler.fetcher.known" in subprocess.run(
         [sys.executable, "-c", "import sys, crawler.commands.cycle; print(sorted(sys.modules))"],
         capture_output=True, text=True, check=True).stdout  # the module that used to load pyarrow.compute
+
+
+def test_the_parse_pools_processes_load_no_pydantic():
+    """The fork server preloads the parse side, and the part writer loads crawler.segments.writer: neither
+    imports pydantic or the config's models (~20 MB that the server and every process forked from it would
+    hold). The pool's processes get the config as plain values (config.plain), which unpickle without them."""
+    code = ("import json, pickle, sys\n"
+            "import crawler.fetcher.parsepool, crawler.segments.writer, crawler.parsers.html\n"
+            "loaded = [m for m in ('pydantic', 'crawler.config') if m in sys.modules]\n"
+            "settings = pickle.loads(sys.stdin.buffer.read())\n"
+            "parser = crawler.parsers.html.create(settings)\n"
+            "print(json.dumps({'loaded': loaded + [m for m in ('pydantic', 'crawler.config') if m in sys.modules],\n"
+            "                  'agent': settings.http.effective_user_agent,\n"
+            "                  'links': [o.url for o in parser.parse(b\"<a href='/x'>x</a>\", 'http://h/', None).outlinks]}))")
+    from crawler.config import load_config, plain
+
+    cfg = load_config(None)
+    out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(plain(cfg)), capture_output=True, check=True).stdout
+    seen = json.loads(out)
+    assert seen == {"loaded": [], "agent": cfg.http.effective_user_agent, "links": ["http://h/x"]}

@@ -41,9 +41,8 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from crawler.config import CrawlerConfig
 from crawler.errors import CrawlerError
 from crawler.fetcher import forkserver
 from crawler.fetcher.outlinks import same_origin_links
@@ -54,6 +53,9 @@ from crawler.parsers.rows import parse_rows
 from crawler.protocols.base import Response
 from crawler.segments.held import held_size
 from crawler.segments.warc import as_served, http_records
+
+if TYPE_CHECKING:  # the pool's processes get the config's values (config.plain), never its models: no pydantic
+    from crawler.config import CrawlerConfig
 
 Rows = tuple[dict[str, Any], dict[str, Any], str]  # parse_text row, parse_data row, parse status
 
@@ -132,7 +134,7 @@ def _page_response(meta: tuple[Any, ...], bodies: tuple[bytes, ...]) -> Response
                     raw_truncated=raw_truncated)
 
 
-def _parse_worker(cfg: CrawlerConfig, jobs: Connection, replies: Connection, writer: Connection,
+def _parse_worker(cfg: Any, jobs: Connection, replies: Connection, writer: Connection,
                   ready: Any) -> None:
     """A parse process: pages in, rows and WARC records to the writer, the parse statuses back.
 
@@ -379,6 +381,9 @@ class ParsePool:
     """Parse and writer processes; ``await pool.page(...)`` / ``pool.offload(...)`` from any event loop."""
 
     def __init__(self, cfg: CrawlerConfig, processes: int) -> None:
+        from crawler.config import plain  # the fetch process has the models; the pool's processes get values
+
+        settings = plain(cfg)
         self.processes = processes
         context = forkserver.context()
         self._keys = itertools.count()
@@ -393,7 +398,7 @@ class ParsePool:
             jobs, job_sender = _pipe()
             replies, reply_sender = _pipe()
             self._children.append(context.Process(target=_parse_worker, name=f"parse-{i}", daemon=True,
-                                                  args=(cfg, jobs, reply_sender, to_writer[i][1], self._ready[i])))
+                                                  args=(settings, jobs, reply_sender, to_writer[i][1], self._ready[i])))
             self._parsers.append(_Link(f"parse-{i}", job_sender, replies))
             ends += [jobs, reply_sender, *to_writer[i]]
         self._children.append(context.Process(target=_writer, name="part-writer", daemon=True,

@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from zlib_ng import zlib_ng
 
-from crawler.config import CrawlerConfig
 from crawler.errors import ConfigError
 from crawler.parsers.base import Parser, ParseResult
 from crawler.parsers.directives import header_values, robot_names, x_robots_tag
 from crawler.parsers.sniff import GENERIC, GZIP, effective_type, mime_of
 from crawler.plugins import Registry
+
+if TYPE_CHECKING:  # the parse side runs on the config's values, not its models (crawler/fetcher/parsepool.py)
+    from crawler.config import CrawlerConfig
 
 __all__ = ["PARSERS", "ParserDispatch", "mime_of"]
 

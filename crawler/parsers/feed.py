@@ -7,9 +7,10 @@ fraction of feedparser's cost per document.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from selectolax.lexbor import LexborHTMLParser
 
-from crawler.config import CrawlerConfig
 from crawler.parsers.base import Outlink, ParseResult
 from crawler.parsers.html import collapse_ws
 from crawler.parsers.xmlsafe import (
@@ -22,6 +23,9 @@ from crawler.parsers.xmlsafe import (
     resolve,
 )
 from crawler.urls.normalize import Normalizer
+
+if TYPE_CHECKING:  # the parse side runs on the config's values, not its models (crawler/fetcher/parsepool.py)
+    from crawler.config import CrawlerConfig
 
 KINDS = {"rss": "item", "rdf": "item", "feed": "entry"}  # root element -> item element
 _RDF_ABOUT = "{http://www.w3.org/1999/02/22-rdf-syntax-ns#}about"

@@ -4,21 +4,35 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import stringzilla
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from crawler.config import CrawlerConfig, ParseConfig
 from crawler.parsers.base import Outlink, ParseResult
 from crawler.parsers.directives import Robots, parse_directives, robot_names
 from crawler.parsers.encoding import decode_utf8
 from crawler.urls.normalize import PLAIN, Normalizer
 
+if TYPE_CHECKING:  # the parse processes never load the config's models (pydantic): they get its settings as plain values
+    from crawler.config import CrawlerConfig
+
 # Where each outlink element keeps its target.
 _TARGET_ATTR = {"a": "href", "area": "href", "frame": "src", "iframe": "src", "link": "href"}
 DEFAULT_TAGS = tuple(_TARGET_ATTR)
-# parse.link_rels' default: the navigational <link rel> types (the reason is beside the key).
-DEFAULT_LINK_RELS = tuple(ParseConfig.model_fields["link_rels"].default)
+
+
+def _default_link_rels() -> tuple[str, ...]:
+    """parse.link_rels' default: the navigational <link rel> types (the reason is beside the key)."""
+    from crawler.config import ParseConfig
+
+    return tuple(ParseConfig.model_fields["link_rels"].default)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DEFAULT_LINK_RELS":  # read from the config's model on use: this module loads no pydantic
+        return _default_link_rels()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 _ABSOLUTE = ("http://", "https://")
 _OTHER_SCHEMES = ("javascript:", "mailto:", "tel:", "data:")
 # Never rendered as text. <title> is reported on its own and lands in <body> when a
@@ -184,7 +198,7 @@ class HtmlParser:
         agent_name: str = "",
         follow_nofollow_links: bool = False,
         outlink_tags: Iterable[str] = DEFAULT_TAGS,
-        link_rels: Iterable[str] = DEFAULT_LINK_RELS,
+        link_rels: Iterable[str] | None = None,  # None: parse.link_rels's default
         normalizer: Normalizer = PLAIN,
     ) -> None:
         self._robot_names = robot_names(agent_name)
@@ -193,7 +207,7 @@ class HtmlParser:
         self._normalizer = normalizer
         self._follow_nofollow = follow_nofollow_links
         self._tags = frozenset(t.lower() for t in outlink_tags)
-        self._link_rels = frozenset(r.lower() for r in link_rels)
+        self._link_rels = frozenset(r.lower() for r in (link_rels if link_rels is not None else _default_link_rels()))
         # <link> is always collected: rel=canonical is read from it even when it is no outlink.
         self._roles = dict(_ROLES)
         for tag_id, tag in _TAG_OF_ID.items():

@@ -8,7 +8,8 @@ outlink in the page metadata (``outlink_metadata``, JSON), for scheduling.
 
 from __future__ import annotations
 
-from crawler.config import CrawlerConfig
+from typing import TYPE_CHECKING
+
 from crawler.parsers.base import SITEMAP_KINDS, Outlink, ParseResult
 from crawler.parsers.xmlsafe import (
     XmlDocumentParser,
@@ -20,6 +21,9 @@ from crawler.parsers.xmlsafe import (
     resolve,
 )
 from crawler.urls.normalize import Normalizer
+
+if TYPE_CHECKING:  # the parse side runs on the config's values, not its models (crawler/fetcher/parsepool.py)
+    from crawler.config import CrawlerConfig
 
 KINDS = SITEMAP_KINDS
 MAX_ENTRIES = 50_000  # the protocol's limit per file; more is not a sitemap a crawler should trust

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from crawler.config import CrawlerConfig
+from typing import TYPE_CHECKING
+
 from crawler.parsers.base import ParseResult
 from crawler.parsers.encoding import decode
 from crawler.parsers.html import collapse_ws
+
+if TYPE_CHECKING:  # the parse side runs on the config's values, not its models (crawler/fetcher/parsepool.py)
+    from crawler.config import CrawlerConfig
 
 
 class TextParser:

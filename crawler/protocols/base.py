@@ -6,8 +6,10 @@ import contextvars
 import typing
 from dataclasses import dataclass, field
 
-from crawler.config import CrawlerConfig
 from crawler.plugins import Registry
+
+if typing.TYPE_CHECKING:  # the parse side runs on the config's values, not its models (crawler/fetcher/parsepool.py)
+    from crawler.config import CrawlerConfig
 
 
 class RequestClock(typing.Protocol):

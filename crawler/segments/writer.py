@@ -27,16 +27,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from warcio.warcwriter import WARCWriter
 
-from crawler.config import FetcherConfig
 from crawler.fsutil import atomic_output
 from crawler.models import FETCHER, PARSE_DATA, PARSE_TEXT
 from crawler.protocols.base import Response
 from crawler.segments.held import held_size
 from crawler.segments.layout import FETCH_OUTPUTS, Segment, commit_number, part_name, partition_prefix
 from crawler.segments.warc import as_served, warc_records, warcinfo_record
-
-# fetcher.commit_bytes's default, for a writer made without a config (its one definition is the config's).
-_COMMIT_BYTES: int = FetcherConfig.model_fields["commit_bytes"].default
 
 # Runs a picklable function and its arguments elsewhere (a worker process), returning its result.
 Offload = Callable[..., Awaitable[Any]]
@@ -93,12 +89,17 @@ class PartitionWriter:
     """Buffers one partition's records and commits them as numbered parts."""
 
     def __init__(self, segment: Segment, partition: int, commit_records: int, commit_interval: float,
-                 offload: Offload | None = None, commit_bytes: int = _COMMIT_BYTES) -> None:
+                 offload: Offload | None = None, commit_bytes: int | None = None) -> None:
         self.segment = segment
         self.offload = offload
         self.partition = partition
         self.commit_records = commit_records
-        self.commit_bytes = commit_bytes
+        if commit_bytes is None:  # fetcher.commit_bytes's default (its one definition is the config's)
+            # Imported here, not with the module: the part writer process loads no pydantic.
+            from crawler.config import FetcherConfig
+
+            commit_bytes = FetcherConfig.model_fields["commit_bytes"].default
+        self.commit_bytes: int = commit_bytes
         self.commit_interval = commit_interval
         self.seq = self._first_free_seq()
         self.pending = _Pending()
