@@ -48,7 +48,19 @@ def warm_up() -> bool:
     if _STATE["started"]:
         return False
     context()
-    forkserver.ensure_running()
+    # The server is a `python -c`, which puts the working directory first on its sys.path: a `crawler`
+    # package there (a checkout of another version, a folder of that name) was what it preloaded, and the
+    # pool's processes forked from it ran that code (bench/ runs from the repository: an --tree contender's
+    # pool ran the current tree). PYTHONSAFEPATH (Python 3.11+) leaves the directory out.
+    safe = os.environ.get("PYTHONSAFEPATH")
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        forkserver.ensure_running()
+    finally:
+        if safe is None:
+            del os.environ["PYTHONSAFEPATH"]
+        else:
+            os.environ["PYTHONSAFEPATH"] = safe
     _STATE["started"] = True
     return True
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from multiprocessing import forkserver as mp_forkserver
 from pathlib import Path
 
@@ -66,3 +68,25 @@ def test_crawls_pool_ends_between_fetches_and_the_server_stays(tmp_path):
         second = [child.pid for child in pools.start("s2")._children]
         assert not set(second) & set(first) and {_parent(pid) for pid in second} == {server}
     assert not Path(f"/proc/{server}").exists()
+
+
+def test_the_server_never_imports_a_crawler_package_from_the_working_directory(tmp_path):
+    """The server is a `python -c`, whose sys.path starts with the working directory: a `crawler` package
+    there (another version's checkout) must not be what the pool's processes run."""
+    decoy = tmp_path / "crawler"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text(
+        "import pathlib\npathlib.Path(__file__).with_name('imported').write_text('yes')\n")
+    code = ("import sys\nsys.path.remove('')  # this process imports the real package\n"
+            "from crawler.fetcher import forkserver\n"
+            "from crawler.config import CrawlerConfig\n"
+            "from crawler.fetcher.parsepool import ParsePool\n"
+            "if __name__ == '__main__':\n"
+            "    forkserver.warm_up()\n"
+            "    with ParsePool(CrawlerConfig(), 1) as pool:\n"
+            "        pass\n"
+            "    forkserver.stop()\n"
+            "    print('done')\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "done", out.stderr[-2000:]
+    assert not (decoy / "imported").exists()
