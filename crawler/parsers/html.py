@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import stringzilla
 from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -29,10 +29,6 @@ def _default_link_rels() -> tuple[str, ...]:
     return tuple(ParseConfig.model_fields["link_rels"].default)
 
 
-def __getattr__(name: str) -> Any:
-    if name == "DEFAULT_LINK_RELS":  # read from the config's model on use: this module loads no pydantic
-        return _default_link_rels()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 _ABSOLUTE = ("http://", "https://")
 _OTHER_SCHEMES = ("javascript:", "mailto:", "tel:", "data:")
 # Never rendered as text. <title> is reported on its own and lands in <body> when a

@@ -17,9 +17,11 @@ from crawler.parsers.encoding import decode
 # body's decoding) is kept here as it was.
 from crawler.parsers.html import (
     _ABSOLUTE, _INLINE_IDS, _INVISIBLE, _OTHER_SCHEMES, _OTHER_WS, _SPACE_RUN, _TARGET_ATTR,
-    DEFAULT_LINK_RELS, DEFAULT_TAGS, _origin, _refresh_target,
+    DEFAULT_TAGS, _default_link_rels, _origin, _refresh_target,
 )
 from crawler.urls.normalize import PLAIN
+
+DEFAULT_LINK_RELS = _default_link_rels()  # html.py reads it from the config's model on use (no pydantic there)
 
 _resolve, _resolve_shared = PLAIN.resolve, PLAIN.resolve_cached
 
