@@ -43,10 +43,9 @@ def wanted(cfg: Any) -> bool:
     return bool(cfg.fetcher.parse) and cfg.fetcher.parse_processes >= 1
 
 
-def warm_up() -> bool:
-    """Start the server now (it does its imports meanwhile); True if this call started it."""
-    if _STATE["started"]:
-        return False
+def ensure_running() -> None:
+    """Start the server unless it runs: ``warm_up``, and every pool before it forks (ParsePool), so that no
+    server is started by multiprocessing's own lazy start, which would keep the working directory."""
     context()
     # The server is a `python -c`, which puts the working directory first on its sys.path: a `crawler`
     # package there (a checkout of another version, a folder of that name) was what it preloaded, and the
@@ -61,6 +60,13 @@ def warm_up() -> bool:
             del os.environ["PYTHONSAFEPATH"]
         else:
             os.environ["PYTHONSAFEPATH"] = safe
+
+
+def warm_up() -> bool:
+    """Start the server now (it does its imports meanwhile); True if this call started it."""
+    if _STATE["started"]:
+        return False
+    ensure_running()
     _STATE["started"] = True
     return True
 

@@ -385,6 +385,7 @@ class ParsePool:
 
         settings = plain(cfg)
         self.processes = processes
+        forkserver.ensure_running()
         context = forkserver.context()
         self._keys = itertools.count()
         commits, commit_sender = _pipe()

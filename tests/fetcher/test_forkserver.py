@@ -8,6 +8,8 @@ import sys
 from multiprocessing import forkserver as mp_forkserver
 from pathlib import Path
 
+import pytest
+
 from crawler.config import CrawlerConfig
 from crawler.fetcher import forkserver
 from crawler.fetcher.parsepool import ParsePool
@@ -70,9 +72,11 @@ def test_crawls_pool_ends_between_fetches_and_the_server_stays(tmp_path):
     assert not Path(f"/proc/{server}").exists()
 
 
-def test_the_server_never_imports_a_crawler_package_from_the_working_directory(tmp_path):
+@pytest.mark.parametrize("warm", [True, False])
+def test_the_server_never_imports_a_crawler_package_from_the_working_directory(tmp_path, warm):
     """The server is a `python -c`, whose sys.path starts with the working directory: a `crawler` package
-    there (another version's checkout) must not be what the pool's processes run."""
+    there (another version's checkout) must not be what the pool's processes run, whether the command
+    warmed the server up or the pool starts it."""
     decoy = tmp_path / "crawler"
     decoy.mkdir()
     (decoy / "__init__.py").write_text(
@@ -82,7 +86,7 @@ def test_the_server_never_imports_a_crawler_package_from_the_working_directory(t
             "from crawler.config import CrawlerConfig\n"
             "from crawler.fetcher.parsepool import ParsePool\n"
             "if __name__ == '__main__':\n"
-            "    forkserver.warm_up()\n"
+            f"    {'forkserver.warm_up()' if warm else 'pass'}\n"
             "    with ParsePool(CrawlerConfig(), 1) as pool:\n"
             "        pass\n"
             "    forkserver.stop()\n"
