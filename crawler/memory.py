@@ -11,16 +11,16 @@ take a few milliseconds: once a step or a part, not once a page.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import gc
-from collections.abc import Callable
+from typing import Any
 
 
-def _malloc_trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
+def _malloc_trim() -> Any:
+    # Looked up among the symbols the process has loaded, libc's among them: ctypes.util.find_library("c")
+    # runs ldconfig to find libc's file, ~15 ms of every command's start and of the fork server's.
     try:
-        return ctypes.CDLL(name).malloc_trim if name else None  # glibc only; musl and macOS have none
-    except (OSError, AttributeError):
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # glibc only; musl and macOS have none
         return None
 
 
