@@ -23,6 +23,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+from collections.abc import Iterator
 from multiprocessing import forkserver
 from typing import Any
 
@@ -43,23 +44,33 @@ def wanted(cfg: Any) -> bool:
     return bool(cfg.fetcher.parse) and cfg.fetcher.parse_processes >= 1
 
 
-def ensure_running() -> None:
-    """Start the server unless it runs: ``warm_up``, and every pool before it forks (ParsePool), so that no
-    server is started by multiprocessing's own lazy start, which would keep the working directory."""
-    context()
-    # The server is a `python -c`, which puts the working directory first on its sys.path: a `crawler`
-    # package there (a checkout of another version, a folder of that name) was what it preloaded, and the
-    # pool's processes forked from it ran that code (bench/ runs from the repository: an --tree contender's
-    # pool ran the current tree). PYTHONSAFEPATH (Python 3.11+) leaves the directory out.
+@contextlib.contextmanager
+def safe_path() -> Iterator[None]:
+    """Within it, a fork server started (by ``ensure_running``, or by multiprocessing itself when a process
+    starts and finds the server gone) leaves the working directory off its sys.path.
+
+    The server is a `python -c`, which puts the working directory first on its sys.path: a `crawler` package
+    there (a checkout of another version, a folder of that name) was what it preloaded, and the pool's
+    processes forked from it ran that code (bench/ runs from the repository: an --tree contender's pool ran
+    the current tree). PYTHONSAFEPATH (Python 3.11+) leaves the directory out.
+    """
     safe = os.environ.get("PYTHONSAFEPATH")
     os.environ["PYTHONSAFEPATH"] = "1"
     try:
-        forkserver.ensure_running()
+        yield
     finally:
         if safe is None:
             del os.environ["PYTHONSAFEPATH"]
         else:
             os.environ["PYTHONSAFEPATH"] = safe
+
+
+def ensure_running() -> None:
+    """Start the server unless it runs: ``warm_up``, and every pool before it forks (ParsePool, which starts
+    its processes within ``safe_path`` too, for a server that died meanwhile)."""
+    context()
+    with safe_path():
+        forkserver.ensure_running()
 
 
 def warm_up() -> bool:

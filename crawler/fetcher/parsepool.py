@@ -405,8 +405,9 @@ class ParsePool:
         self._children.append(context.Process(target=_writer, name="part-writer", daemon=True,
                                               args=(commits, done_sender, [r for r, _ in to_writer])))
         self._writer = _Link("part writer", commit_sender, done)
-        for child in self._children:
-            child.start()
+        with forkserver.safe_path():  # a server that died since ensure_running is restarted by start()
+            for child in self._children:
+                child.start()
         for end in ends:  # the children hold them now; closed here, a child's death reads as EOF
             end.close()
 

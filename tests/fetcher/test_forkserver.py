@@ -72,11 +72,12 @@ def test_crawls_pool_ends_between_fetches_and_the_server_stays(tmp_path):
     assert not Path(f"/proc/{server}").exists()
 
 
-@pytest.mark.parametrize("warm", [True, False])
-def test_the_server_never_imports_a_crawler_package_from_the_working_directory(tmp_path, warm):
+@pytest.mark.parametrize("start", ["warm", "pool", "restart"])
+def test_the_server_never_imports_a_crawler_package_from_the_working_directory(tmp_path, start):
     """The server is a `python -c`, whose sys.path starts with the working directory: a `crawler` package
     there (another version's checkout) must not be what the pool's processes run, whether the command
-    warmed the server up or the pool starts it."""
+    warmed the server up, the pool starts it, or multiprocessing restarts it as a process starts (the
+    server died after the pool's ensure_running: here, ensure_running does nothing and the server is killed)."""
     decoy = tmp_path / "crawler"
     decoy.mkdir()
     (decoy / "__init__.py").write_text(
@@ -85,8 +86,16 @@ def test_the_server_never_imports_a_crawler_package_from_the_working_directory(t
             "from crawler.fetcher import forkserver\n"
             "from crawler.config import CrawlerConfig\n"
             "from crawler.fetcher.parsepool import ParsePool\n"
+            "import os, signal\n"
+            "from multiprocessing import forkserver as mp_forkserver\n"
             "if __name__ == '__main__':\n"
-            f"    {'forkserver.warm_up()' if warm else 'pass'}\n"
+            f"    {'pass' if start == 'pool' else 'forkserver.warm_up()'}\n"
+            f"    if {start == 'restart'}:\n"
+            "        os.kill(mp_forkserver._forkserver._forkserver_pid, signal.SIGKILL)\n"
+            "        stat = f'/proc/{mp_forkserver._forkserver._forkserver_pid}/stat'\n"
+            "        while open(stat).read().rpartition(')')[2].split()[0] != 'Z':  # dead, not reaped\n"
+            "            pass\n"
+            "        forkserver.ensure_running = lambda: None\n"
             "    with ParsePool(CrawlerConfig(), 1) as pool:\n"
             "        pass\n"
             "    forkserver.stop()\n"
