@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from crawler.crawldir import parse_remote
 from crawler.errors import CrawlerError, UsageError
 from crawler.storage.access import ACCESS
 
@@ -105,14 +106,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _resolve(target: str, spark: bool) -> Callable[[CrawlerConfig, Any], int]:
+def _resolve(target: str, spark: bool, local: bool) -> Callable[[CrawlerConfig, Any], int]:
     # Imported on use, so `normalize-check` does not pay for DuckDB and aiohttp imports. Inside
     # deferred_store, aiohttp's import-time TLS contexts load the system store at their first handshake,
     # not on the way to the first request (crawler/protocols/trust.py). Unless the command runs Spark
     # (whose pandas objects pyarrow must recognize), pyarrow never imports pandas to probe what it
-    # converts (crawler/pandas_probe.py).
+    # converts (crawler/pandas_probe.py), and with a local crawl_dir it loads no remote filesystem
+    # (crawler/arrow_filesystems.py).
     from crawler.protocols.trust import deferred_store
 
+    if local and not spark:
+        from crawler import arrow_filesystems
+
+        arrow_filesystems.hide()
     module, _, name = target.partition(":")
     with deferred_store():
         handler = getattr(importlib.import_module(f"crawler.commands.{module}"), name)
@@ -186,7 +192,7 @@ def _main(argv: Sequence[str] | None, own_process: bool = False) -> int:
         from crawler.storage.workspace import open_workspace
 
         configure_logging(cfg.log)
-        handler = _resolve(args.handler, runs_spark(cfg, args))
+        handler = _resolve(args.handler, runs_spark(cfg, args), parse_remote(cfg.crawl_dir) is None)
         if own_process:
             _started()
         # A remote crawl_dir stages what the command reads and writes (ACCESS); a local one runs as it is.

@@ -54,7 +54,7 @@ def test_a_command_probes_unless_it_runs_spark(tmp_path, command, loaded):
         "from crawler import cli\n"
         f"args = cli.build_parser().parse_args({argv!r})\n"
         "cfg = cli._load(args)\n"
-        "cli._resolve(args.handler, cli.runs_spark(cfg, args))\n"
+        "cli._resolve(args.handler, cli.runs_spark(cfg, args), cli.parse_remote(cfg.crawl_dir) is None)\n"
         "pa.array(['http://h/'], pa.string())\n"
         "print(json.dumps({'pandas': 'pandas' in sys.modules}))\n")
     assert seen == {"pandas": loaded}

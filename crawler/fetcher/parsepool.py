@@ -43,6 +43,7 @@ from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any
 
+from crawler import arrow_filesystems
 from crawler.errors import CrawlerError
 from crawler.fetcher import forkserver
 from crawler.fetcher.outlinks import same_origin_links
@@ -204,6 +205,7 @@ def _writer(commits: Connection, done: Connection, pages: list[Connection]) -> N
     # (the webdb jobs use it), and works without it: the writer builds its tables from Python rows and needs
     # none of numpy, whose import is ~10 MB resident and ~60 ms of CPU here (a None entry makes it fail).
     sys.modules.setdefault("numpy", None)  # type: ignore[arg-type]
+    arrow_filesystems.hide()  # its parts go to a local folder (a remote crawl_dir's staging copy)
     import pyarrow as pa
 
     from crawler.segments.writer import write_part
