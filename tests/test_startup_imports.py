@@ -54,3 +54,14 @@ def test_the_memory_module_finds_malloc_trim_without_ctypes_util():
     seen = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert seen["util"] is False
     assert seen["found"] == seen["has"]
+
+
+def test_the_parse_pools_processes_load_no_event_loop_machinery():
+    """The fork server preloads crawler.fetcher.parsepool and the part writer imports crawler.segments.writer;
+    their processes run no event loop, and asyncio with concurrent.futures was ~3 MB resident in the server
+    and again in each process forked from it. The fetch side imports them as it uses them."""
+    code = ("import json, sys\n"
+            "import crawler.fetcher.parsepool, crawler.segments.writer\n"
+            "print(json.dumps([m for m in ('asyncio', 'concurrent.futures') if m in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == []

@@ -28,7 +28,6 @@ writer.)
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fcntl
 import itertools
@@ -39,7 +38,6 @@ import struct
 import sys
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +54,8 @@ from crawler.segments.held import held_size
 from crawler.segments.warc import as_served, http_records
 
 if TYPE_CHECKING:  # the pool's processes get the config's values (config.plain), never its models: no pydantic
+    import asyncio
+
     from crawler.config import CrawlerConfig
 
 Rows = tuple[dict[str, Any], dict[str, Any], str]  # parse_text row, parse_data row, parse status
@@ -270,6 +270,21 @@ def _write_all(fd: int, frames: list[bytes]) -> None:
             frames[first] = frames[first][written:]
 
 
+# The fetch side's imports, made on use: this module is what the fork server preloads, and the pool's
+# processes (forks of it) run no event loop. asyncio and concurrent.futures were ~3 MB resident in the
+# server and again in each process forked from it (docs/benchmarks.md).
+def _running_loop() -> asyncio.AbstractEventLoop:
+    import asyncio
+
+    return asyncio.get_running_loop()
+
+
+def _broken(message: str) -> Exception:
+    from concurrent.futures.process import BrokenProcessPool
+
+    return BrokenProcessPool(message)
+
+
 class _Link:
     """A pipe pair to one child, driven from the event loop: sends never block, answers wake futures."""
 
@@ -289,11 +304,11 @@ class _Link:
 
     def call(self, key: int, message: list[bytes]) -> asyncio.Future[Any]:
         """Send a message (its frames, each read by one ``recv_bytes``); the future of its answer."""
-        loop = asyncio.get_running_loop()
+        loop = _running_loop()
         if loop is not self.loop:  # a new round of `crawl` runs a new event loop; the old one is gone
             self.loop, self.futures, self.queued, self.reading, self.flushing = loop, {}, deque(), False, False
         if self.dead:
-            raise BrokenProcessPool(f"the {self.name} process died")
+            raise _broken(f"the {self.name} process died")
         future: asyncio.Future[Any] = loop.create_future()
         self.futures[key] = future
         self.queued.append((key, message))
@@ -375,7 +390,7 @@ class _Link:
             self.reading = False
         for future in self.futures.values():
             if not future.done():
-                future.set_exception(BrokenProcessPool(f"the {self.name} process died"))
+                future.set_exception(_broken(f"the {self.name} process died"))
         self.futures, self.queued, self.sizes, self.in_pipe = {}, deque(), {}, 0
 
 
@@ -438,7 +453,7 @@ class ParsePool:
             return self._parsers[0]
         live = [link for link in self._parsers if not link.dead]
         if not live:
-            raise BrokenProcessPool("every parse process died")
+            raise _broken("every parse process died")
         return min(live, key=lambda link: link.in_pipe)
 
     async def offload(self, fn: Callable[..., Any], *args: Any) -> Any:

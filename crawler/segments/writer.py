@@ -16,7 +16,6 @@ fetch process's CPU entirely.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -105,7 +104,12 @@ class PartitionWriter:
         self.pending = _Pending()
         self.last_commit = time.monotonic()
         self.committed = 0
+        # asyncio on use: the pool's part writer imports this module for write_part alone, and runs no event
+        # loop (asyncio is ~3 MB resident there; crawler/fetcher/parsepool.py).
+        import asyncio
+
         self._lock = asyncio.Lock()
+        self._to_thread = asyncio.to_thread
 
     def _first_free_seq(self) -> int:
         prefix = partition_prefix(self.partition)
@@ -169,7 +173,7 @@ class PartitionWriter:
             if self.offload is not None:
                 await self.offload(write_part, str(self.segment.path), self.partition, seq, batch)
             else:
-                await asyncio.to_thread(write_part, str(self.segment.path), self.partition, seq, batch)
+                await self._to_thread(write_part, str(self.segment.path), self.partition, seq, batch)
             self.committed += len(batch.fetcher)
 
 
