@@ -1,9 +1,11 @@
 """The fork server a parse pool's processes are forked from (multiprocessing's "forkserver" method).
 
-The server imports what a parse process needs once (pydantic, selectolax, the parsers: ``PRELOAD``);
-each process of a pool is then a fork of it, ready in a few milliseconds, where a spawned process
-started an interpreter and did those imports itself (~0.4 CPU s each, three processes a pool). That is
-what made a pool too dear for a crawl of a few hundred pages (``fetcher.parse_pool_min_entries``).
+The server imports the pool's own side once (``PRELOAD``: the pipes, the job framing, the WARC encoder,
+the parser dispatch; no pydantic, no asyncio); each process of a pool is then a fork of it, ready in a few
+milliseconds, where a spawned process started an interpreter and did those imports itself (~0.4 CPU s
+each, three processes a pool). That is what made a pool too dear for a crawl of a few hundred pages
+(``fetcher.parse_pool_min_entries``). The parsers' libraries (selectolax, ada-url, StringZilla) are
+loaded by each parse process as it builds its dispatch: preloaded, the part writer would carry them too.
 
 ``warm_up`` starts the server as soon as the command knows it may want a pool (cli.py, before the
 command's own imports), so the server's imports run on another core while the command starts. The
