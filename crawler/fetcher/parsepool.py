@@ -270,15 +270,9 @@ def _write_all(fd: int, frames: list[bytes]) -> None:
             frames[first] = frames[first][written:]
 
 
-# The fetch side's imports, made on use: this module is what the fork server preloads, and the pool's
-# processes (forks of it) run no event loop. asyncio and concurrent.futures were ~3 MB resident in the
-# server and again in each process forked from it (docs/benchmarks.md).
-def _running_loop() -> asyncio.AbstractEventLoop:
-    import asyncio
-
-    return asyncio.get_running_loop()
-
-
+# The fetch side's imports (asyncio in _Link, concurrent.futures here) are made on use: this module is what
+# the fork server preloads, and the pool's processes (forks of it) run no event loop. They were ~3 MB
+# resident in the server and again in each process forked from it (docs/benchmarks.md).
 def _broken(message: str) -> Exception:
     from concurrent.futures.process import BrokenProcessPool
 
@@ -289,6 +283,9 @@ class _Link:
     """A pipe pair to one child, driven from the event loop: sends never block, answers wake futures."""
 
     def __init__(self, name: str, jobs: Connection, replies: Connection) -> None:
+        import asyncio  # a link is the fetch side's: see _broken
+
+        self._running_loop = asyncio.get_running_loop
         self.name = name
         self.jobs, self.replies = jobs, replies
         self.sizes: dict[int, int] = {}  # sent, not yet answered (they may outlive an event loop)
@@ -304,7 +301,7 @@ class _Link:
 
     def call(self, key: int, message: list[bytes]) -> asyncio.Future[Any]:
         """Send a message (its frames, each read by one ``recv_bytes``); the future of its answer."""
-        loop = _running_loop()
+        loop = self._running_loop()
         if loop is not self.loop:  # a new round of `crawl` runs a new event loop; the old one is gone
             self.loop, self.futures, self.queued, self.reading, self.flushing = loop, {}, deque(), False, False
         if self.dead:
