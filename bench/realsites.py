@@ -282,18 +282,23 @@ def run_wget(server: Sites, site: Site, addr: str, tag: str) -> Run:
     return run
 
 
-def run_crawler(server: Sites, site: Site, addr: str, tag: str, args: argparse.Namespace) -> Run:
-    crawl = WORK / f"crawl-{args.label}-{site.name}"
+def crawl_command(crawler: Path, tree: Path, crawl: Path, seed: str, args: argparse.Namespace) -> list[str]:
+    """The `crawl` of one site into a fresh folder ``crawl`` (its seeds file beside it), from source ``tree``:
+    the loopback bench's settings only (the same for every run), everything else as shipped."""
     shutil.rmtree(crawl, ignore_errors=True)
     crawl.mkdir(parents=True)
     seeds = crawl.with_suffix(".seeds")
-    seeds.write_text(f"http://{addr}:{server.port}/\n")
+    seeds.write_text(seed + "\n")
+    return [str(crawler), "crawl", "--seeds", str(seeds), "--rounds", str(args.rounds), "--top-n", "10000000",
+            "-c", str(tree / "config.yaml"), "-D", f"crawl_dir={crawl}", *crawl_settings(args.concurrency),
+            "-D", "db.ignore_external_links=true", *[a for d in args.define for a in ("-D", d)]]
+
+
+def run_crawler(server: Sites, site: Site, addr: str, tag: str, args: argparse.Namespace) -> Run:
+    crawl = WORK / f"crawl-{args.label}-{site.name}"
     tree = Path(args.tree).resolve()
     config = ["-c", str(tree / "config.yaml"), "-D", f"crawl_dir={crawl}"]
-    # The loopback bench's settings only (the same for every run); everything else as shipped.
-    cmd = [str(args.crawler), "crawl", "--seeds", str(seeds), "--rounds", str(args.rounds),
-           "--top-n", "10000000", *config, *crawl_settings(args.concurrency),
-           "-D", "db.ignore_external_links=true", *[a for d in args.define for a in ("-D", d)]]
+    cmd = crawl_command(args.crawler, tree, crawl, f"http://{addr}:{server.port}/", args)
     env = crawler_env(tree)  # the `crawler` script puts its venv first; PYTHONPATH wins
     offset, served = server.log_size(), server.cpu_seconds()
     log = WORK / f"crawler-{args.label}-{site.name}-{tag}.log"

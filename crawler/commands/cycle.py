@@ -140,8 +140,6 @@ def _updatedb_fetched(cfg: CrawlerConfig, segment: Segment, log: Any) -> None:
 def _crawl(cfg: CrawlerConfig, args: argparse.Namespace, log: Any, pools: RoundsPool | None) -> int:
     steps = _Steps(cfg, log, pools)
     settle()
-    if pools is not None and args.rounds > 0:
-        pools.start_early()  # its processes' imports overlap inject and generate (RoundsPool.start_early)
     if args.seeds:
         steps.inject(Path(args.seeds))
     # A crash leaves segments generated, half fetched, or merged into the webdb but not into the

@@ -143,54 +143,31 @@ def wants_pool(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | Non
 
 class RoundsPool:
     """A parse pool started by the first fetch that wants one (``wants_pool``), or by a fetch that grows past
-    ``fetcher.parse_pool_min_entries`` pages as it follows outlinks (``start``), or for ``crawl``'s first fetch
-    before the command injects and generates (``start_early``). ``crawl`` ends it after each fetch
-    (``release``), and each later fetch that wants one starts its own from the same fork server."""
+    ``fetcher.parse_pool_min_entries`` pages as it follows outlinks (``start``). ``crawl`` ends it after each
+    fetch (``release``), and each later fetch that wants one starts its own from the same fork server."""
 
     def __init__(self, cfg: CrawlerConfig, command: str = "crawl") -> None:
         self.cfg = cfg
         self.command = command
         self.pool: ParsePool | None = None
         self.usable = forkserver.wanted(cfg)
-        self._early = False  # the pool was started ahead of the fetch that takes it (start_early)
         # The pool's fork server, if the command has not started it already (forkserver.py): whoever
         # started it stops it.
         self._server = forkserver.warm_up() if self.usable else False
 
-    def start_early(self) -> None:
-        """Start the pool of the first fetch now, ahead of it, when that fetch is sure to want one.
-
-        ``crawl`` calls it before inject and generate: a pool's processes spend ~0.1-0.3 CPU s on their own
-        imports after their fork (the parsers' libraries, the writer's pyarrow), which a pool started with
-        the fetch did beside its first pages, both cores busy, while one core idles through the command's
-        start (its imports, inject, generate). Only with ``fetcher.parse_pool_min_entries`` 0 (the default),
-        where every fetch wants a pool whatever its size; a crawl that finds nothing due ends it unused.
-        """
-        if self.usable and self.pool is None and self.cfg.fetcher.parse_pool_min_entries == 0:
-            self.pool = ParsePool(self.cfg, self.cfg.fetcher.parse_processes)
-            self._early = True
-
     def for_fetch(self, segment: Segment, partitions: list[int] | None) -> ParsePool | None:
         if self.pool is None and wants_pool(self.cfg, segment, partitions):
             self.start(segment.name)
-        elif self.pool is not None and self._early:
-            self._early = False
-            self._started(segment.name, early=True)
         return self.pool
 
     def start(self, segment: str) -> ParsePool:
         if self.pool is None:
             self.pool = ParsePool(self.cfg, self.cfg.fetcher.parse_processes)
-            self._started(segment, early=False)
+            # crawl's event since the pool was crawl's alone; a fetch's own says when it started, and
+            # fetch.parse_pool (responses.py) when it took the pages over.
+            event = "crawl.parse_pool" if self.command == "crawl" else "fetch.pool_started"
+            get_logger(command=self.command).info(event, processes=self.pool.processes, segment=segment)
         return self.pool
-
-    def _started(self, segment: str, early: bool) -> None:
-        assert self.pool is not None
-        # crawl's event since the pool was crawl's alone; a fetch's own says when it started, and
-        # fetch.parse_pool (responses.py) when it took the pages over. ``early``: started before the fetch
-        # (start_early), and told when the fetch takes it, which names the segment.
-        event = "crawl.parse_pool" if self.command == "crawl" else "fetch.pool_started"
-        get_logger(command=self.command).info(event, processes=self.pool.processes, segment=segment, early=early)
 
     def release(self) -> None:
         """End the pool between fetches (the fork server stays): a fetch that wants one starts it anew.
@@ -204,7 +181,6 @@ class RoundsPool:
         if self.pool is not None:
             self.pool.close()
             self.pool = None
-            self._early = False
 
     def later(self, segment: Segment) -> Callable[[], ParsePool] | None:
         """What a fetch calls to start the pool when it has grown large enough; None if there is one."""

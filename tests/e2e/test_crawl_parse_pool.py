@@ -45,7 +45,7 @@ async def test_a_pool_starts_for_each_round_that_wants_it(tmp_path, demo_site, c
     # to: each starts its own, the one before having ended with its fetch.
     rounds = [e["segment"] for e in result.events() if e.get("event") == "crawl.round"]
     assert len(rounds) == 3 and [e["segment"] for e in started] == rounds[1:]
-    assert all(e["processes"] == 1 and e["early"] is False for e in started)
+    assert all(e["processes"] == 1 for e in started)
 
 
 async def test_by_default_the_pool_parses_from_the_first_round(tmp_path, demo_site, crawl_args):
@@ -54,19 +54,13 @@ async def test_by_default_the_pool_parses_from_the_first_round(tmp_path, demo_si
     started = _pool_events(result)
     rounds = [e["segment"] for e in result.events() if e.get("event") == "crawl.round"]
     assert [e["segment"] for e in started] == rounds and len(rounds) == 3
-    # The first round's pool was started before inject and generate (RoundsPool.start_early); each later
-    # round's with its fetch, after updatedb of the round before.
-    assert [e["early"] for e in started] == [True, False, False]
-    events = [e.get("event") for e in result.events()]
-    assert events.index("inject.done") < events.index("crawl.parse_pool")
     segments = [Segment(p) for p in sorted((tmp_path / "segments").iterdir())]
     fetched = {r["url"] for s in segments for r in read_rows(s) if r["status"] == "success"}
     assert len(fetched) > 5 and {r["url"] for s in segments for r in read_rows(s, "parse_text")} == fetched
 
 
-async def test_a_crawl_with_nothing_due_ends_the_pool_it_started_early(tmp_path, crawl_args):
-    """The first round's pool starts before generate knows whether anything is due: with nothing due the
-    crawl still ends at once, its pool ended unused, and says so as before."""
+async def test_a_crawl_with_nothing_due_starts_no_pool(tmp_path, crawl_args):
+    """A crawl whose webdb has nothing due ends at once, says why, and starts no parse pool."""
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("ftp://127.0.0.1/not-fetched\n")  # rejected by inject: the webdb stays empty
     result = await run_crawler("crawl", "--seeds", str(seeds), "--rounds", "3", *crawl_args,
