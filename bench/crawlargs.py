@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 _COMPILED: set[Path] = set()
@@ -38,3 +39,8 @@ def crawler_env(tree: Path | str) -> dict[str, str]:
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(root / "crawler")], check=True)
         _COMPILED.add(root)
     return {"PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": ""}
+
+
+def log_time(event: dict) -> float:
+    """The time (as time.time()) of one event of a crawl's JSON log."""
+    return datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp()

@@ -24,52 +24,17 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
-from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from crawlargs import crawler_env  # noqa: E402
+from crawlargs import crawler_env, log_time  # noqa: E402
+from proctree import BusySampler  # noqa: E402
 from realsites import CRAWLER, ROOT, SITES, WORK, Sites, address, crawl_command, prepare  # noqa: E402
 
 # Each phase ends with the first event named (the log's own timestamps); the rest runs to the process's end.
 PHASES = [("start-up", "inject.done"), ("generate", "generate.done"), ("fetch set-up", "fetch.start"),
           ("fetch", "fetch.done"), ("updatedb", "updatedb.done"), ("invertlinks", "invertlinks.done")]
-
-
-def _stamp(event: dict) -> float:
-    return datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp()
-
-
-class BusySampler:
-    """/proc/stat every 50 ms: the share of all cores busy between two moments."""
-
-    def __init__(self) -> None:
-        self.samples: list[tuple[float, list[int]]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            with open("/proc/stat") as stat:
-                self.samples.append((time.time(), [int(v) for v in stat.readline().split()[1:]]))
-            self._stop.wait(0.05)
-
-    def __enter__(self) -> BusySampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def busy(self, start: float, end: float) -> float | None:
-        inside = [values for at, values in self.samples if start <= at <= end]
-        if len(inside) < 2:
-            return None
-        delta = [b - a for a, b in zip(inside[0], inside[-1], strict=True)]
-        return 1 - (delta[3] + delta[4]) / max(sum(delta), 1)  # idle and iowait
 
 
 def one_crawl(tree: Path, seed: str, tag: str, args: argparse.Namespace) -> dict[str, float]:
@@ -89,11 +54,11 @@ def one_crawl(tree: Path, seed: str, tag: str, args: argparse.Namespace) -> dict
     for line in log.read_text(errors="replace").splitlines():
         if line.startswith("{"):
             event = json.loads(line)
-            first.setdefault(event["event"], _stamp(event))
+            first.setdefault(event["event"], log_time(event))
             if event["event"] == "fetch.start":
-                fetches.append((_stamp(event), ended))
+                fetches.append((log_time(event), ended))
             elif event["event"] == "fetch.done" and fetches:
-                fetches[-1] = (fetches[-1][0], _stamp(event))
+                fetches[-1] = (fetches[-1][0], log_time(event))
     row, last = {}, started
     for name, event in PHASES:
         at = first.get(event, last)

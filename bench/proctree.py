@@ -7,13 +7,15 @@ descendants every 100 ms (/proc/PID/task/TID/children: a child is listed under t
 forked it) and sums their resident set (/proc/PID/statm, resident pages); the peak of that sum and
 the most processes alive at once are kept. Shared pages (libraries, a forked child's copy-on-write
 pages) count in every process that maps them, as in the issue's figures and `ps`; a sample can miss
-a peak shorter than the interval.
+a peak shorter than the interval. ``BusySampler`` reads /proc/stat on the same clock: how busy all cores
+were between two moments (bench/phases.py).
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -56,18 +58,42 @@ def name_of(pid: int) -> str:
     return " ".join(a.decode(errors="replace") for a in argv if a)[:90]
 
 
-class TreeSampler:
+class _Periodic:
+    """Calls ``sample()`` in a thread every ``interval`` seconds, from ``with`` to its end."""
+
+    def __init__(self, interval: float, name: str) -> None:
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def sample(self) -> object:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> _Periodic:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class TreeSampler(_Periodic):
     """Samples the summed RSS of ``pid``'s descendants (and of ``pid`` itself unless ``skip_root``:
     the launcher of a contender is ours, not the contender's) in a thread, until stopped."""
 
     def __init__(self, pid: int, interval: float = 0.1, skip_root: bool = True) -> None:
-        self.pid, self.interval, self.skip_root = pid, interval, skip_root
+        super().__init__(interval, f"rss-sampler-{pid}")
+        self.pid, self.skip_root = pid, skip_root
         self.peak_bytes = 0
         self.peak_processes = 0
         self.samples = 0
         self.peak_parts: list[tuple[int, str, float]] = []  # (pid, name, MB) of each process at the peak
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"rss-sampler-{pid}", daemon=True)
 
     def sample(self) -> int:
         """One sample now: the summed RSS in bytes (the peaks are updated)."""
@@ -81,19 +107,36 @@ class TreeSampler:
         self.samples += 1
         return total
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.sample()
-            self._stop.wait(self.interval)
-
     def __enter__(self) -> TreeSampler:
-        self._thread.start()
+        super().__enter__()
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
     @property
     def peak_mb(self) -> float:
         return self.peak_bytes / 2**20
+
+
+class BusySampler(_Periodic):
+    """/proc/stat every ``interval`` seconds: the share of all cores busy between two moments."""
+
+    def __init__(self, interval: float = 0.05) -> None:
+        super().__init__(interval, "busy-sampler")
+        self.samples: list[tuple[float, list[int]]] = []
+
+    def sample(self) -> list[int]:
+        with open("/proc/stat") as stat:
+            values = [int(v) for v in stat.readline().split()[1:]]
+        self.samples.append((time.time(), values))
+        return values
+
+    def __enter__(self) -> BusySampler:
+        super().__enter__()
+        return self
+
+    def busy(self, start: float, end: float) -> float | None:
+        """The busy share (0-1) between ``start`` and ``end`` (time.time()), None with under two samples."""
+        inside = [values for at, values in self.samples if start <= at <= end]
+        if len(inside) < 2:
+            return None
+        delta = [b - a for a, b in zip(inside[0], inside[-1], strict=True)]
+        return 1 - (delta[3] + delta[4]) / max(sum(delta), 1)  # idle and iowait

@@ -19,20 +19,15 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare import CRAWLER, WORK, run_floor  # noqa: E402
-from crawlargs import crawl_args  # noqa: E402
+from crawlargs import crawl_args, log_time  # noqa: E402
 from nginx import Nginx  # noqa: E402
 
 PHASE_END = {"generate.done": "generate", "fetch.done": "fetch", "updatedb.done": "updatedb",
              "invertlinks.done": "invertlinks", "inject.done": "start-up + inject"}
-
-
-def _stamp(event: dict) -> float:
-    return datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp()
 
 
 def crawl_phases(tag: str) -> tuple[dict[str, float], float, int]:
@@ -53,11 +48,11 @@ def crawl_phases(tag: str) -> tuple[dict[str, float], float, int]:
         event = json.loads(line)
         name = PHASE_END.get(event["event"])
         if event["event"] == "fetch.start":  # generate's end to the fetch's start: loading the known URLs
-            phases["fetch set-up"] = phases.get("fetch set-up", 0.0) + _stamp(event) - last
-            last = _stamp(event)
+            phases["fetch set-up"] = phases.get("fetch set-up", 0.0) + log_time(event) - last
+            last = log_time(event)
         elif name is not None:
-            phases[name] = phases.get(name, 0.0) + _stamp(event) - last
-            last = _stamp(event)
+            phases[name] = phases.get(name, 0.0) + log_time(event) - last
+            last = log_time(event)
             requests += event.get("fetched", 0) if name == "fetch" else 0
     phases["rest (round ends, exit)"] = started + wall - last
     return phases, wall, requests
