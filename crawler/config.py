@@ -166,6 +166,7 @@ class FetcherConfig(Section):
     # wait for updatedb and the next round). Without it a site costs one round per level of its link tree.
     follow_depth: int = Field(1000, ge=0)
     follow_max_per_host: int = Field(10000, ge=0)  # URLs one fetch follows on one host; the rest wait a round
+    follow_max_queued: int = Field(50000, ge=0)  # followed URLs waiting in the host queues at once; the rest wait a round
     progress_interval: Duration = 10.0
     watchdog_after: Duration = Field(0.0, ge=0.0)  # a request in flight longer is logged as stuck; 0 = 2 x http.timeout.total + 5 s
 

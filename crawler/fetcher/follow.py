@@ -36,7 +36,8 @@ without end, one distinct page at a time, and are left to the rounds, where
 grows without end (``/d1/d2/d3/``...) stops at ``urls.max_path_depth``, as
 it would over the rounds: the same requests, sooner.
 ``fetch.done``'s ``follow_skipped`` counts the links left for a budget
-(``max_per_host``, ``max_per_fetch``, ``queue_full``) and the pages whose links were
+(``max_per_host``, ``max_per_fetch``, ``queue_full``: ``fetcher.follow_max_queued``
+followed entries already wait in the host queues) and the pages whose links were
 left: as repeats (``repeated_page``), or ``follow_depth`` hops from their entry
 (``max_depth``).
 """
@@ -57,6 +58,11 @@ _SEEN = 100_000  # (host, digest) and (host, link shape) pairs of this fetch's p
 # URLs one fetch follows in all: each is kept (its hash, ~70 bytes) so that none is followed twice, even
 # past what the bounded sets of the fetch's taken URLs remember.
 _MAX_FOLLOWED = 200_000
+
+
+def made_by_fetch(entry: dict[str, Any]) -> bool:
+    """Whether an entry is one the fetch made itself (a followed outlink, a redirect hop), not a fetchlist row."""
+    return "follow_depth" in entry or "redirect_hop" in entry
 
 
 class Follower:

@@ -14,6 +14,12 @@ failures, a Retry-After over the cap) or origin (robots.txt unavailable, a
 Crawl-delay over the cap) is remembered only by key and reason, and every entry
 for it is dropped through ``on_drop`` so the caller records it.
 
+The entries a fetch makes itself (its redirect hops and the outlinks it follows,
+``made_here``) wait beside the fetchlist's but are counted apart: the reader of
+the fetchlist waits only while ``max_queued`` of its own entries wait, so hosts
+further down the fetchlist are not held back behind one large site's followed
+links, and followed links have a budget of their own (``follow_room``).
+
 ``FetchQueues`` is the one owner of a fetch's per-host state: its host queues,
 their politeness (through ``Politeness``), failures in a row, and what is
 blocked. The fetcher tells it what happened (a start, an answer, a failure,
@@ -76,11 +82,15 @@ def _entry_origin(entry: Any) -> str:
     return origin_of(entry["url"])
 
 
+def _from_fetchlist(entry: Any) -> bool:
+    return False
+
+
 class _Dispatcher:
     """The ready-time heap and the hand-out to idle workers (``FetchQueues`` fills the queues it reads)."""
 
     def __init__(self, cfg: FetcherConfig, workers: int, clock: Callable[[], float],
-                 politeness: Politeness | None) -> None:
+                 politeness: Politeness | None, made_here: Callable[[Any], bool]) -> None:
         self.cfg = cfg
         self.per_host = cfg.per_host_concurrency  # read several times per entry: an attribute, not a property
         # Always one: a fetch on its own gets a private one, the daemon's fetches share theirs.
@@ -88,6 +98,8 @@ class _Dispatcher:
         self.clock = clock
         self.hosts: dict[str, HostQueue] = {}
         self.queued = 0
+        self.made = 0  # of ``queued``, the entries the fetch made itself (``made_here``)
+        self.made_here = made_here
         self.in_flight = 0
         self._heap: list[tuple[float, int, str]] = []
         self._counter = 0
@@ -208,6 +220,8 @@ class _Dispatcher:
                     continue
                 entry = hq.entries.popleft()
                 self.queued -= 1
+                if self.made_here(entry):
+                    self.made -= 1
                 self._space.set()
                 hq.in_flight += 1
                 self.in_flight += 1
@@ -226,21 +240,25 @@ class _Dispatcher:
 
 
 class FetchQueues(_Dispatcher):
-    """Bounded host queues (``put`` waits when ``max_queued`` entries wait), their politeness and failures."""
+    """Bounded host queues (``put`` waits while ``max_queued`` fetchlist entries wait; ``max_made`` bounds the
+    entries the fetch made itself, through ``follow_room``), their politeness and failures."""
 
     def __init__(
         self,
         cfg: FetcherConfig,
         workers: int,
         max_queued: int = 10_000,
+        max_made: int = 50_000,
+        made_here: Callable[[Any], bool] = _from_fetchlist,
         clock: Callable[[], float] = time.monotonic,
         on_drop: Callable[[Any, str], None] = _no_drop,
         politeness: Politeness | None = None,
         origin: Callable[[Any], str] = _entry_origin,
         log: Any = None,
     ) -> None:
-        super().__init__(cfg, workers, clock, politeness)
+        super().__init__(cfg, workers, clock, politeness, made_here)
         self.max_queued = max_queued
+        self.max_made = max_made
         self.on_drop = on_drop
         self.origin = origin
         self.log = log if log is not None else structlog.get_logger()
@@ -250,8 +268,8 @@ class FetchQueues(_Dispatcher):
         self.blocked_origins: OrderedDict[str, str] = OrderedDict()
 
     async def put(self, key: str, entry: Any) -> None:
-        """Queue an entry from the fetchlist; waits while ``max_queued`` entries wait."""
-        while self.queued >= self.max_queued:
+        """Queue an entry from the fetchlist; waits while ``max_queued`` fetchlist entries wait."""
+        while self.queued - self.made >= self.max_queued:
             self._space.clear()
             await self._space.wait()
         self.push(key, entry)
@@ -276,6 +294,8 @@ class FetchQueues(_Dispatcher):
             hq = self.hosts[key] = HostQueue(key, state)
         hq.entries.append(entry)
         self.queued += 1
+        if self.made_here(entry):
+            self.made += 1
         if hq.in_flight < self.per_host:
             self._schedule(hq, hq.next_allowed)
 
@@ -289,6 +309,12 @@ class FetchQueues(_Dispatcher):
             return
         hq.entries.appendleft(entry)
         self.queued += 1
+        if self.made_here(entry):
+            self.made += 1
+
+    def follow_room(self) -> int:
+        """How many more entries the fetch may make now (followed outlinks; its redirect hops are always taken)."""
+        return max(0, self.max_made - self.made)
 
     def may_start(self, hq: HostQueue) -> bool:
         return self.politeness.may_start(hq.state, self.clock())
@@ -360,6 +386,8 @@ class FetchQueues(_Dispatcher):
         for entry in hq.entries:
             if self.origin(entry) == origin:
                 self.queued -= 1
+                if self.made_here(entry):
+                    self.made -= 1
                 self.on_drop(entry, reason)
             else:
                 kept.append(entry)
@@ -372,6 +400,7 @@ class FetchQueues(_Dispatcher):
         dropped = list(hq.entries)
         hq.entries.clear()
         self.queued -= len(dropped)
+        self.made -= sum(1 for entry in dropped if self.made_here(entry))
         self._space.set()
         self._changed.set()
         return dropped

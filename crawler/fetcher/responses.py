@@ -102,6 +102,6 @@ class Responses:
         if links:
             queues = self.queues
             # Pushed before this entry's worker is released, so the dispatcher cannot finish in between.
-            for followed in follower.follow(entry, row["digest"], links, queues.max_queued - queues.queued):
+            for followed in follower.follow(entry, row["digest"], links, queues.follow_room()):
                 queues.push(queue, followed)
         self.record(entry, row, response, parse_text, parse_data, stored=stored, held_rows=held_rows)

@@ -27,7 +27,7 @@ import structlog
 from crawler.config import CrawlerConfig, FetcherConfig
 from crawler.errors import FetchError, PluginNotFound
 from crawler.fetcher.events import FetchObserver, NullObserver
-from crawler.fetcher.follow import Follower
+from crawler.fetcher.follow import Follower, made_by_fetch
 from crawler.fetcher.hostqueue import FetchQueues, HostQueue
 from crawler.fetcher.known import load_known
 from crawler.fetcher.outcome import retry_after_seconds, status_for_error
@@ -154,8 +154,9 @@ class Fetcher:
         if politeness is None:
             politeness = Politeness(cfg.fetcher, state_file=politeness_path(cfg), log=self.log)
         workers = cfg.fetcher.concurrency
-        self.queues = FetchQueues(cfg.fetcher, workers, max_queued=max(1000, workers * 20), on_drop=self._drop,
-                                  politeness=politeness, log=self.log)
+        self.queues = FetchQueues(cfg.fetcher, workers, max_queued=max(1000, workers * 20),
+                                  max_made=cfg.fetcher.follow_max_queued, made_here=made_by_fetch,
+                                  on_drop=self._drop, politeness=politeness, log=self.log)
         self.follower = Follower(cfg, self.redirects, self.counters)
         responses = self._responses = Responses(self.redirects, self.parse_pool, self.parsers, self._record,
                                                 self.queues, self.queue_key, self.follower, self.log)

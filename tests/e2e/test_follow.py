@@ -100,6 +100,25 @@ async def test_the_per_host_budget_leaves_the_rest_for_the_next_round(tmp_path, 
     assert done[0]["followed"] == 2 and done[0]["follow_skipped"]["max_per_host"] >= 1, done
 
 
+async def test_the_queued_follow_budget_leaves_the_rest_for_the_next_round(tmp_path, crawl_args):
+    """fetcher.follow_max_queued bounds the followed links waiting at once: the index's links past it are
+    counted (queue_full) and fetched next round, each once; nothing is lost."""
+    root = tmp_path / "site"
+    root.mkdir()
+    (root / "index.html").write_text("".join(f'<a href="p{n}.html">{n}</a>' for n in range(20)))
+    for n in range(20):
+        (root / f"p{n}.html").write_text(f"<html><body><p>page {n}</p></body></html>")
+    async with SiteServer(root, "127.0.0.1", 0) as site:
+        first = await _one_round(site.url("/"), tmp_path, crawl_args, "-D", "fetcher.follow_max_queued=5")
+        assert len(_pages(site.paths())) == 1 + 5, site.paths()  # the seed and the five followed
+        await _one_round(site.url("/"), tmp_path, crawl_args, "-D", "fetcher.follow_max_queued=5")
+        requested = _pages(site.paths())
+    done = _events(first.stderr, "fetch.done")
+    assert done[0]["followed"] == 5 and done[0]["follow_skipped"]["queue_full"] == 15, done
+    assert set(requested) == {"/", *(f"/p{n}.html" for n in range(20))}, requested
+    assert all(count == 1 for count in requested.values()), requested
+
+
 def _trap_app(hits: list[str]) -> web.Application:
     """/ links /real/ and /cal/; every /cal/... path shows its own path in one template and links next/,
     a/ and b/ (no two digests equal); /real/ has pages of its own."""

@@ -109,6 +109,34 @@ class TestMemory:
         await _drain(queues)
         await dispatcher
 
+    async def test_entries_the_fetch_made_do_not_hold_back_the_fetchlist(self):
+        """Followed links (and redirect hops) have their own budget: however many of one site's wait, the
+        reader still queues the fetchlist's next hosts, and the follow room shrinks with them alone."""
+        queues = FetchQueues(FetcherConfig(min_delay=0), workers=1, max_queued=2, max_made=10,
+                             made_here=lambda entry: "follow_depth" in entry)
+        for i in range(8):
+            queues.push("big", {"url": f"http://big/{i}", "follow_depth": 1})
+        assert queues.follow_room() == 2
+        for i in range(2):
+            await asyncio.wait_for(queues.put(f"h{i}", {"url": f"http://h{i}/"}), 1)  # no wait behind "big"
+        blocked = asyncio.create_task(queues.put("h9", {"url": "http://h9/"}))
+        await asyncio.sleep(0)
+        assert not blocked.done()  # two fetchlist entries wait: the reader's own limit
+        assert queues.follow_room() == 2
+        dispatcher = asyncio.create_task(queues.dispatch())
+        taken = []
+        while not blocked.done():  # a fetchlist entry goes out: the reader may queue "h9"
+            hq, entry = await _take(queues)
+            taken.append(entry["url"])
+            queues.release(hq)
+            await asyncio.sleep(0)
+        queues.finish_feeding()
+        taken += [entry["url"] for _, entry in await _drain(queues)]
+        await dispatcher
+        assert sorted(taken) == sorted([*(f"http://big/{i}" for i in range(8)), "http://h0/", "http://h1/",
+                                        "http://h9/"])
+        assert queues.follow_room() == 10 and queues.made == 0 and queues.queued == 0
+
     async def test_idle_hosts_are_forgotten(self):
         """Once a host's entries are done and its delay has passed, its queue is dropped."""
         queues = FetchQueues(FetcherConfig(min_delay=0), workers=1)
