@@ -143,12 +143,17 @@ def _simhash_chunk(np: Any, texts: pa.Array) -> pa.Array:
         # texts, about _SAMPLE of them, and only those get the full feature hash; none kept, it keeps them all.
         long = np.flatnonzero(per_text > 2 * _SAMPLE)
         if len(long):
+            # Kept: a hash at most its text's bound, the largest value for a text that keeps every word. The
+            # bounds repeated text by text (owner is grouped), not gathered: these are the pass's largest arrays.
             bound = np.full(count, np.iinfo(np.uint64).max, np.uint64)
-            bound[long] = [(1 << 64) // (n // _SAMPLE) for n in per_text[long].tolist()]
-            keep = (windows[starts] * np.uint64(0xD6E8FEB86659FD93) < bound[owner]) | (per_text <= 2 * _SAMPLE)[owner]
-            none_kept = np.bincount(owner[keep], minlength=count) == 0
-            keep |= none_kept[owner]
-            starts, owner = starts[keep], owner[keep]
+            bound[long] = [(1 << 64) // (n // _SAMPLE) - 1 for n in per_text[long].tolist()]
+            keep = windows[starts] * np.uint64(0xD6E8FEB86659FD93) <= np.repeat(bound, per_text)
+            kept_starts, kept_owner = starts[keep], owner[keep]
+            none_kept = np.bincount(kept_owner, minlength=count) == 0
+            if none_kept[long].any():  # one word repeated throughout: all or none of its words pass
+                keep |= none_kept[owner]
+                kept_starts, kept_owner = starts[keep], owner[keep]
+            starts, owner = kept_starts, kept_owner
         x = _fmix(np, windows[starts] ^ (windows[starts + 8] * np.uint64(0x9E3779B97F4A7C15)))
     # Each distinct feature votes once: a phrase a template repeats 60 times must not outvote the text.
     # Features are grouped by text already (starts are in order): each group is sorted in place.
