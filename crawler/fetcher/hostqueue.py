@@ -248,7 +248,7 @@ class FetchQueues(_Dispatcher):
         cfg: FetcherConfig,
         workers: int,
         max_queued: int = 10_000,
-        max_made: int = 50_000,
+        max_made: int | None = None,  # None: cfg.follow_max_queued
         made_here: Callable[[Any], bool] = _from_fetchlist,
         clock: Callable[[], float] = time.monotonic,
         on_drop: Callable[[Any, str], None] = _no_drop,
@@ -258,7 +258,7 @@ class FetchQueues(_Dispatcher):
     ) -> None:
         super().__init__(cfg, workers, clock, politeness, made_here)
         self.max_queued = max_queued
-        self.max_made = max_made
+        self.max_made = cfg.follow_max_queued if max_made is None else max_made
         self.on_drop = on_drop
         self.origin = origin
         self.log = log if log is not None else structlog.get_logger()
@@ -415,6 +415,7 @@ class FetchQueues(_Dispatcher):
         """New per-host limits and delays, live; queues with a Crawl-delay keep it."""
         self.cfg = cfg
         self.per_host = cfg.per_host_concurrency
+        self.max_made = cfg.follow_max_queued
         if self.politeness.cfg is not cfg:
             self.politeness.reconfigure(cfg)
         for hq in self.hosts.values():

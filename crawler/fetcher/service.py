@@ -154,8 +154,7 @@ class Fetcher:
         if politeness is None:
             politeness = Politeness(cfg.fetcher, state_file=politeness_path(cfg), log=self.log)
         workers = cfg.fetcher.concurrency
-        self.queues = FetchQueues(cfg.fetcher, workers, max_queued=max(1000, workers * 20),
-                                  max_made=cfg.fetcher.follow_max_queued, made_here=made_by_fetch,
+        self.queues = FetchQueues(cfg.fetcher, workers, max_queued=max(1000, workers * 20), made_here=made_by_fetch,
                                   on_drop=self._drop, politeness=politeness, log=self.log)
         self.follower = Follower(cfg, self.redirects, self.counters)
         responses = self._responses = Responses(self.redirects, self.parse_pool, self.parsers, self._record,
