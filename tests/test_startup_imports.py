@@ -24,11 +24,11 @@ def test_the_crawl_command_loads_no_parser_library_and_no_arrow_compute():
 
 
 def test_the_parse_pools_processes_load_no_pydantic():
-    """The fork server preloads the parse side, and the part writer loads crawler.segments.writer: neither
-    imports pydantic or the config's models (~20 MB that the server and every process forked from it would
-    hold). The pool's processes get the config as plain values (config.plain), which unpickle without them."""
+    """The fork server preloads the parse side: it imports neither pydantic nor the config's models (~20 MB
+    that the server and every process forked from it would hold). The pool's processes get the config as
+    plain values (config.plain), which unpickle without them."""
     code = ("import json, pickle, sys\n"
-            "import crawler.fetcher.parsepool, crawler.segments.writer, crawler.parsers.html\n"
+            "import crawler.fetcher.parsepool, crawler.parsers.html\n"
             "loaded = [m for m in ('pydantic', 'crawler.config') if m in sys.modules]\n"
             "settings = pickle.loads(sys.stdin.buffer.read())\n"
             "parser = crawler.parsers.html.create(settings)\n"
@@ -57,11 +57,11 @@ def test_the_memory_module_finds_malloc_trim_without_ctypes_util():
 
 
 def test_the_parse_pools_processes_load_no_event_loop_machinery():
-    """The fork server preloads crawler.fetcher.parsepool and the part writer imports crawler.segments.writer;
-    their processes run no event loop, and asyncio with concurrent.futures was ~3 MB resident in the server
-    and again in each process forked from it. The fetch side imports them as it uses them."""
+    """The fork server preloads crawler.fetcher.parsepool; its processes run no event loop, and asyncio with
+    concurrent.futures was ~3 MB resident in the server and again in each process forked from it. The fetch
+    side imports them as it uses them."""
     code = ("import json, sys\n"
-            "import crawler.fetcher.parsepool, crawler.segments.writer\n"
+            "import crawler.fetcher.parsepool\n"
             "print(json.dumps([m for m in ('asyncio', 'concurrent.futures') if m in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(out) == []

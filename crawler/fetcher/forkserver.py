@@ -26,7 +26,7 @@ import multiprocessing
 import os
 import signal
 from collections.abc import Iterator
-from multiprocessing import forkserver
+from multiprocessing import forkserver, resource_tracker
 from typing import Any
 
 PRELOAD = ["crawler.fetcher.parsepool"]
@@ -85,7 +85,7 @@ def warm_up() -> bool:
 
 
 def stop() -> None:
-    """Stop the server ``warm_up`` started, and wait for it.
+    """Stop the server ``warm_up`` started and the resource tracker started with it, and wait for them.
 
     SIGTERM first: on its pipe's EOF alone the server raises SystemExit, and its interpreter then frees
     every module it preloaded one object at a time (50-150 ms on 2 cores, which the command waited for at
@@ -104,3 +104,8 @@ def stop() -> None:
     end = getattr(server, "_stop", None)  # CPython 3.8-3.14: closes its pipe, reaps it, removes its socket
     if end is not None:
         end()
+    # multiprocessing started its resource tracker with the server (a process of its own, ~13 MB resident),
+    # and starts it again with the next: a pool holds no semaphore or shared memory for it to clean up.
+    tracker = getattr(resource_tracker._resource_tracker, "_stop", None)  # CPython 3.8+
+    if tracker is not None:
+        tracker()

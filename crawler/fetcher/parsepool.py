@@ -1,29 +1,32 @@
-"""Parse pages and write segment parts in worker processes, off the fetch process (``fetcher.parse_processes``).
+"""Parse pages in worker processes, off the fetch process (``fetcher.parse_processes``).
 
-Parsing and encoding the parts (WARC gzip and digests, Parquet) are the CPU
-cost of a page besides HTTP itself (DESIGN 3): done in the fetch process they
-serialise with fetching on one core. A ParsePool keeps
-``fetcher.parse_processes`` parse processes and one writer process alive,
+Parsing and encoding a page's records (its text and outlinks, its WARC
+records gzipped and digested) are the CPU cost of a page besides HTTP itself
+(DESIGN 3): done in the fetch process they serialise with fetching on one
+core. A ParsePool keeps ``fetcher.parse_processes`` parse processes alive,
 forks of a fork server the command started first thing
 (crawler/fetcher/forkserver.py), so a pool is ready in ~0.1 s; ``crawler crawl``
 starts one for each fetch and ends it before updatedb (runner.py
-``RoundsPool.release``). The writer is separate so that a part being written
-(up to ``fetcher.commit_records`` records) never holds up the pages waiting to
-be parsed.
+``RoundsPool.release``).
 
-A page crosses processes once: the fetch process sends the response to a
-parse process, which parses it, encodes its WARC records and hands the
-segment rows and records straight to the writer, answering the fetch process
-with only the parse status. At a commit the fetch process sends the writer
-its fetcher rows and the keys of the pages the writer holds, in order; the
-writer writes the part exactly as ``write_part`` does in-process. Everything
-goes through plain pipes read from the event loop (``add_reader``): no feeder
-or manager threads, one pickle per page each way. A page's bodies go beside its
-pickle as frames of their own, written from the response's bytes by the same
-``writev``: pickled, each body would be copied into the pickle first. (A
-ProcessPoolExecutor here cost the fetch process more CPU per page than parsing
-in it: its two threads and the text crossing twice, parse process -> fetch ->
-writer.)
+A page crosses processes once each way: the fetch process sends the response
+to a parse process, which parses it, encodes its WARC records and answers with
+them, the parse rows and the parse status; the fetch process keeps them for
+its partition's next part, which it writes in a thread (segments/writer.py), as
+it writes the parts of pages parsed in it. Everything goes through plain pipes
+read from the event loop (``add_reader``): no feeder or manager threads, one
+pickle per page each way. A page's bodies go beside its pickle as frames of
+their own, written from the response's bytes by the same ``writev``: pickled,
+each body would be copied into the pickle first. (A ProcessPoolExecutor here
+cost the fetch process more CPU per page than parsing in it: its two threads
+and the text crossing twice.)
+
+Until 2026-12-04 the parts were written by a part-writer process of the pool,
+which the parse processes sent the records and rows to: its own interpreter and
+Arrow (~58 MB resident before its first page) were a seventh of the crawl's
+summed memory, while the fetch process, which has Arrow loaded for the webdb
+jobs anyway, had CPU to spare (docs/benchmarks.md, "The part writer joins the
+fetch process").
 """
 
 from __future__ import annotations
@@ -35,22 +38,18 @@ import os
 import pickle
 import signal
 import struct
-import sys
 from collections import deque
-from collections.abc import Callable
-from multiprocessing.connection import Connection, wait
-from typing import TYPE_CHECKING, Any
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from crawler import arrow_filesystems
 from crawler.errors import CrawlerError
 from crawler.fetcher import forkserver
 from crawler.fetcher.outlinks import same_origin_links
 from crawler.fetcher.records import add_robots_sitemaps, body_digest
-from crawler.memory import give_back, settle, trim
+from crawler.memory import trim
 from crawler.parsers.dispatch import ParserDispatch
 from crawler.parsers.rows import parse_rows
 from crawler.protocols.base import Response
-from crawler.segments.held import held_size
 from crawler.segments.warc import as_served, http_records
 
 if TYPE_CHECKING:  # the pool's processes get the config's values (config.plain), never its models: no pydantic
@@ -59,6 +58,18 @@ if TYPE_CHECKING:  # the pool's processes get the config's values (config.plain)
     from crawler.config import CrawlerConfig
 
 Rows = tuple[dict[str, Any], dict[str, Any], str]  # parse_text row, parse_data row, parse status
+
+
+class PageAnswer(NamedTuple):
+    """A parse process's answer for a page: what its fetch records and writes of it."""
+
+    status: str | None  # the parse status; None if not parsed (not a success) or the parse failed
+    digest: str | None  # the body's MD5 (a success's)
+    error: str | None  # the parse error, if the parse failed (the page is archived all the same)
+    links: list[str]  # its same-origin outlinks, when the fetch asked for them to follow
+    archived: Response | bytes  # what the part archives for it (``archived``)
+    parse_text: dict[str, Any] | None
+    parse_data: dict[str, Any] | None
 
 # A pipe this large (Linux's default /proc/sys/fs/pipe-max-size) holds ~30 pages of ~30 kB: the fetch
 # process never sends more than it holds, so a send never blocks the event loop.
@@ -81,7 +92,7 @@ def parse_to_rows(dispatch: ParserDispatch, body: bytes, url: str, content_type:
 
 
 def archived(response: Response) -> Response | bytes:
-    """What the writer archives for a response: its WARC records, or (not HTTP) the response for warcio."""
+    """What a part archives for a response: its WARC records, or (not HTTP) the response for warcio."""
     if response.url.startswith(("http:", "https:")):
         return http_records(response)
     return as_served(response)
@@ -135,17 +146,17 @@ def _page_response(meta: tuple[Any, ...], bodies: tuple[bytes, ...]) -> Response
                     raw_truncated=raw_truncated)
 
 
-def _parse_worker(cfg: Any, jobs: Connection, replies: Connection, writer: Connection,
-                  ready: Any) -> None:
-    """A parse process: pages in, rows and WARC records to the writer, the parse statuses back.
+def _parse_worker(cfg: Any, jobs: Connection, replies: Connection, ready: Connection) -> None:
+    """A parse process: pages in; their parse status, rows and WARC records back.
 
-    It takes every job already waiting (up to ``_MAX_BATCH``) and answers them with one message to the
-    writer and one to the fetch process: when pages come fast, the wake-ups and pipe calls are shared.
+    It takes every job already waiting (up to ``_MAX_BATCH``) and answers them with one message: when
+    pages come fast, the wake-ups and pipe calls are shared.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the process group; the fetch process decides
     dispatch = ParserDispatch(cfg)
     max_outlinks = cfg.db.max_outlinks
-    ready.set()  # imports done: a fetch that parses in its own process meanwhile may hand pages over now
+    ready.send_bytes(b"")  # imports done: a fetch that parses in its own process meanwhile may hand pages over now
+    ready.close()
     since_trim = 0
     while True:
         try:
@@ -155,14 +166,9 @@ def _parse_worker(cfg: Any, jobs: Connection, replies: Connection, writer: Conne
         with contextlib.suppress(EOFError):  # the fetch process closed the pool: these are answered first
             while len(received) < _MAX_BATCH and jobs.poll():
                 received.append(_recv_job(jobs))
-        batch = [job for job, _ in received]
-        to_writer: list[tuple[int, Any, Any, Any]] = []
-        answers = [_job(dispatch, job, to_writer, max_outlinks) for job in batch]
-        # To the writer before the answers: the fetch process commits a key only once answered, and by
-        # then the writer's pipe holds the page.
-        if to_writer:
-            writer.send_bytes(pickle.dumps(to_writer, protocol=5))
+        answers = [_job(dispatch, job, max_outlinks) for job, _ in received]
         replies.send_bytes(pickle.dumps(answers, protocol=5))
+        del answers
         sizes = [size for _, size in received]
         since_trim += sum(sizes)
         if since_trim >= _TRIM_EVERY or max(sizes) >= _TRIM_PAGE:
@@ -170,8 +176,7 @@ def _parse_worker(cfg: Any, jobs: Connection, replies: Connection, writer: Conne
             since_trim = 0
 
 
-def _job(dispatch: ParserDispatch, job: tuple[Any, ...], to_writer: list[tuple[int, Any, Any, Any]],
-         max_outlinks: int) -> Any:
+def _job(dispatch: ParserDispatch, job: tuple[Any, ...], max_outlinks: int) -> Any:
     kind, key = job[0], job[1]
     try:
         if kind == "rows":
@@ -188,75 +193,11 @@ def _job(dispatch: ParserDispatch, job: tuple[Any, ...], to_writer: list[tuple[i
                 error = str(exc)
             if status == "success" and sitemaps:
                 add_robots_sitemaps(parse_data, sitemaps)
-        to_writer.append((key, archived(response), parse_text, parse_data))
-        # What the writer holds of the page's rows too (its text and outlinks): the fetch process counts it
-        # against fetcher.commit_bytes with the body (crawler/segments/held.py). With ``want_links`` its
-        # same-origin outlinks, for the fetch to follow in this round (follow.py).
+        # With ``want_links`` its same-origin outlinks, for the fetch to follow in this round (follow.py).
         links = same_origin_links(parse_data["outlinks"], url, max_outlinks) if want_links and status == "success" else []
-        return key, (status, digest, error, held_size(parse_text, parse_data), links), None
+        return key, PageAnswer(status, digest, error, links, archived(response), parse_text, parse_data), None
     except Exception as exc:  # noqa: BLE001 - the fetch process handles it as if raised there
         return key, None, _transportable(exc)
-
-
-def _writer(commits: Connection, done: Connection, pages: list[Connection]) -> None:
-    """The writer process: keeps the pages from the parse processes until a commit writes them into a part."""
-    # Imported here, in the writer process only: the parse processes load this module too, and the
-    # Parquet side (pyarrow, ~70 MB resident) is none of theirs. pyarrow imports numpy when it is installed
-    # (the webdb jobs use it), and works without it: the writer builds its tables from Python rows and needs
-    # none of numpy, whose import is ~10 MB resident and ~60 ms of CPU here (a None entry makes it fail).
-    sys.modules.setdefault("numpy", None)  # type: ignore[arg-type]
-    arrow_filesystems.hide()  # its parts go to a local folder (a remote crawl_dir's staging copy)
-    import pyarrow as pa
-
-    from crawler.segments.writer import write_part
-
-    settle()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    held: dict[int, tuple[Any, dict[str, Any] | None, dict[str, Any] | None]] = {}
-    waiting: deque[tuple[int, Callable[..., None], tuple[Any, ...]]] = deque()
-    live = [commits, *pages]
-    while commits in live:
-        for conn in wait(live):
-            try:
-                message = pickle.loads(conn.recv_bytes())  # type: ignore[union-attr]
-            except EOFError:
-                live.remove(conn)
-                continue
-            if conn is commits:
-                waiting.append(message)
-            else:
-                held.update((page[0], page[1:]) for page in message)
-        # Every key of a commit is in ``held`` or still in a parse process's pipe (sent before its answer).
-        while waiting and all(k in held for k in _keys(waiting[0], write_part)):
-            call, fn, args = waiting.popleft()
-            try:
-                if fn is write_part:
-                    _resolve(args[3], held)
-                fn(*args)
-                if fn is write_part:  # the part's rows and Arrow's buffers: ~50-200 MB off this process's peak
-                    give_back()
-                    pa.default_memory_pool().release_unused()
-                reply = (call, None, None)
-            except Exception as exc:  # noqa: BLE001 - raised in the fetch process, as an executor would
-                reply = (call, None, _transportable(exc))
-            done.send_bytes(pickle.dumps([reply], protocol=5))
-
-
-def _keys(commit: tuple[int, Callable[..., None], tuple[Any, ...]], write_part: Callable[..., None]) -> list[int]:
-    _, fn, args = commit
-    return [r for r in args[3].responses if isinstance(r, int)] if fn is write_part else []
-
-
-def _resolve(batch: Any, held: dict[int, tuple[Any, Any, Any]]) -> None:
-    """Put the pages the writer holds in place of their keys, and their rows in the same order."""
-    for i, item in enumerate(batch.responses):
-        if isinstance(item, int):
-            record, parse_text, parse_data = held.pop(item)
-            batch.responses[i] = record
-            if parse_text is not None:
-                batch.parse_text.append(parse_text)
-            if parse_data is not None:
-                batch.parse_data.append(parse_data)
 
 
 def _write_all(fd: int, frames: list[bytes]) -> None:
@@ -392,7 +333,7 @@ class _Link:
 
 
 class ParsePool:
-    """Parse and writer processes; ``await pool.page(...)`` / ``pool.offload(...)`` from any event loop."""
+    """Parse processes; ``await pool.page(...)`` / ``await pool.parse(...)`` from any event loop."""
 
     def __init__(self, cfg: CrawlerConfig, processes: int) -> None:
         from crawler.config import plain  # the fetch process has the models; the pool's processes get values
@@ -402,23 +343,22 @@ class ParsePool:
         forkserver.ensure_running()
         context = forkserver.context()
         self._keys = itertools.count()
-        commits, commit_sender = _pipe()
-        done, done_sender = _pipe()
-        to_writer = [_pipe() for _ in range(processes)]
-        self._ready = [context.Event() for _ in range(processes)]
+        # A pipe each, not a multiprocessing Event: a pool then holds no semaphore, which the resource tracker
+        # would follow (forkserver.stop ends the tracker between rounds).
+        self._ready: list[Connection] = []
+        self._up = False
         self._children: list[Any] = []
         self._parsers: list[_Link] = []
-        ends: list[Connection] = [commits, done_sender]
+        ends: list[Connection] = []
         for i in range(processes):
             jobs, job_sender = _pipe()
             replies, reply_sender = _pipe()
+            ready, ready_sender = _pipe()
+            self._ready.append(ready)
             self._children.append(context.Process(target=_parse_worker, name=f"parse-{i}", daemon=True,
-                                                  args=(settings, jobs, reply_sender, to_writer[i][1], self._ready[i])))
+                                                  args=(settings, jobs, reply_sender, ready_sender)))
             self._parsers.append(_Link(f"parse-{i}", job_sender, replies))
-            ends += [jobs, reply_sender, *to_writer[i]]
-        self._children.append(context.Process(target=_writer, name="part-writer", daemon=True,
-                                              args=(commits, done_sender, [r for r, _ in to_writer])))
-        self._writer = _Link("part writer", commit_sender, done)
+            ends += [jobs, reply_sender, ready_sender]
         with forkserver.safe_path():  # a server that died since ensure_running is restarted by start()
             for child in self._children:
                 child.start()
@@ -427,20 +367,26 @@ class ParsePool:
 
     def ready(self) -> bool:
         """Whether a parse process has done its imports (a page sent before waits for them)."""
-        return any(event.is_set() for event in self._ready)
+        if not self._up:
+            for ready in self._ready:
+                with contextlib.suppress(EOFError, OSError):  # one that died in its imports is not ready
+                    if ready.poll():
+                        ready.recv_bytes()
+                        self._up = True
+                        break
+        return self._up
 
     async def page(self, url: str, response: Response, content_type: str | None, parse: bool,
-                   sitemaps: list[str], links: bool = False
-                   ) -> tuple[int, tuple[str | None, str | None, str | None, int, list[str]]]:
-        """Hand a response to the pool: its key for the part writer, and if ``parse`` (a success) its parse
-        status, body digest, parse error (the page is archived even if its parse failed), the size of the
-        rows the writer holds for it and, with ``links``, its same-origin outlinks."""
+                   sitemaps: list[str], links: bool = False) -> PageAnswer:
+        """Hand a response to the pool: its WARC records and, if ``parse`` (a success), its parse (the page is
+        archived even if its parse failed) and, with ``links``, its same-origin outlinks."""
         key = next(self._keys)
-        job = _page_job(key, url, response, content_type, parse, sitemaps, links)
-        return key, await self._least_busy().call(key, job)
+        answer: PageAnswer = await self._least_busy().call(key, _page_job(key, url, response, content_type,
+                                                                           parse, sitemaps, links))
+        return answer
 
     async def parse(self, body: bytes, url: str, content_type: str | None) -> Rows:
-        """Parse in a parse process and return the rows (nothing goes to the writer)."""
+        """Parse in a parse process and return the rows."""
         key = next(self._keys)
         result: Rows = await self._least_busy().call(key, _job_frames(("rows", key, url, content_type), [body]))
         return result
@@ -453,21 +399,18 @@ class ParsePool:
             raise _broken("every parse process died")
         return min(live, key=lambda link: link.in_pipe)
 
-    async def offload(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run ``fn(*args)`` (picklable) in the writer process; ``write_part``'s page keys become the pages."""
-        call = next(self._keys)
-        return await self._writer.call(call, [pickle.dumps((call, fn, args), protocol=5)])
-
     def close(self) -> None:
-        for link in [*self._parsers, self._writer]:
+        for link in self._parsers:
             link.jobs.close()  # EOF: each child finishes what it was sent, then exits
         for child in self._children:
             child.join(timeout=30)
             if child.is_alive():
                 child.terminate()
                 child.join()
-        for link in [*self._parsers, self._writer]:
+        for link in self._parsers:
             link.replies.close()
+        for ready in self._ready:
+            ready.close()
 
     def __enter__(self) -> ParsePool:
         return self

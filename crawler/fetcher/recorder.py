@@ -44,10 +44,11 @@ class Recorder:
 
     def record(self, entry: dict[str, Any], row: dict[str, Any], response: Response | None = None,
                parse_text: dict[str, Any] | None = None, parse_data: dict[str, Any] | None = None,
-               error_kind: str | None = None, stored: int | None = None, held_rows: int = 0) -> None:
+               error_kind: str | None = None, archived: Response | bytes | None = None) -> None:
+        """``archived``: the response's WARC records a parse process encoded (else the part encodes them)."""
         row["redirect_source"] = entry.get("redirect_source")
         row["redirect_hop"] = entry.get("redirect_hop")
-        self.writers[entry["partition"]].add(row, response, parse_text, parse_data, stored, held_rows)
+        self.writers[entry["partition"]].add(row, response, parse_text, parse_data, archived)
         counters = self.counters
         counters.fetched += 1
         counters.by_status[row["status"]] = counters.by_status.get(row["status"], 0) + 1

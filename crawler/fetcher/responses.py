@@ -9,7 +9,7 @@ is not a request) before ``keep`` parses and records the page.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from crawler.fetcher.follow import Follower
@@ -25,7 +25,6 @@ from crawler.fetcher.redirects import RedirectPolicy
 from crawler.fetcher.robots import RobotsRules
 from crawler.parsers.dispatch import ParserDispatch
 from crawler.protocols.base import Response
-from crawler.segments.writer import PartitionWriter
 from crawler.statuses import FetchStatus
 from crawler.urls.normalize import InvalidUrl
 
@@ -68,18 +67,14 @@ class Responses:
             self.queues.push(await self.queue_key.key(hop["host"]), hop)
         return row
 
-    def use_pool(self, start: Callable[[], ParsePool], writers: Iterable[PartitionWriter],
-                 counters: Counters) -> Callable[[], ParsePool] | None:
+    def use_pool(self, start: Callable[[], ParsePool], counters: Counters) -> Callable[[], ParsePool] | None:
         """Start the parse pool (a fetch grown large), and parse the rest of the fetch in it once its
         processes have done their imports (till then pages parse here, so nothing waits for them): None
-        when in use, else ``start`` to be called again. A part committed from then on goes through the
-        pool's writer, with the pages parsed here before it (they travel as they are, the pool's as keys)."""
+        when in use, else ``start`` to be called again."""
         pool = start()
         if not pool.ready():
             return start
         self.parse_pool = pool
-        for writer in writers:
-            writer.offload = pool.offload
         self.log.info("fetch.parse_pool", processes=pool.processes, fetched=counters.fetched)
         return None
 
@@ -87,14 +82,15 @@ class Responses:
                    queue: str) -> None:
         """Parse the page (in the pool, or here), queue the outlinks it follows into ``queue`` (its own
         host's), and record it with its row."""
-        parse_text = parse_data = stored = None
-        held_rows = 0
+        parse_text = parse_data = archived = None
         follower = self.follower
         links: list[str] = []
         wants_links = row["status"] == FetchStatus.SUCCESS and follower.wants_links(entry)
         if self.parse_pool is not None:
-            stored, held_rows, links = await parse_in_pool(self.parse_pool, entry["url"], response, rules, row,
-                                                            self.log, wants_links)
+            kept, links = await parse_in_pool(self.parse_pool, entry["url"], response, rules, row, self.log,
+                                              wants_links)
+            if kept is not None:
+                archived, parse_text, parse_data = kept
         elif row["status"] == FetchStatus.SUCCESS and self.parsers is not None:
             parse_text, parse_data = parse_here(self.parsers, entry["url"], response, rules, self.log)
             if wants_links and parse_data is not None and parse_data["parse_status"] == "success":
@@ -104,4 +100,4 @@ class Responses:
             # Pushed before this entry's worker is released, so the dispatcher cannot finish in between.
             for followed in follower.follow(entry, row["digest"], links, queues.follow_room()):
                 queues.push(queue, followed)
-        self.record(entry, row, response, parse_text, parse_data, stored=stored, held_rows=held_rows)
+        self.record(entry, row, response, parse_text, parse_data, archived=archived)

@@ -162,6 +162,7 @@ class RoundsPool:
 
     def start(self, segment: str) -> ParsePool:
         if self.pool is None:
+            self._server = forkserver.warm_up() or self._server  # again, if ``release`` stopped it
             self.pool = ParsePool(self.cfg, self.cfg.fetcher.parse_processes)
             # crawl's event since the pool was crawl's alone; a fetch's own says when it started, and
             # fetch.parse_pool (responses.py) when it took the pages over.
@@ -170,17 +171,19 @@ class RoundsPool:
         return self.pool
 
     def release(self) -> None:
-        """End the pool between fetches (the fork server stays): a fetch that wants one starts it anew.
+        """End the pool between fetches, and its fork server with the resource tracker: a fetch that wants a
+        pool starts them anew.
 
-        ``crawl`` calls it after each fetch. The pool's processes hold what their last pages left (the
-        writer ~100-190 MB, each parse process ~55) through updatedb, invertlinks and generate, whose
-        DuckDB memory peaks in this process meanwhile: that sum was the crawl's peak. A new pool is forks
-        of the warmed server, ready in ~0.1 s on another core (docs/benchmarks.md, "The parse pool ends
-        with each fetch").
+        ``crawl`` calls it after each fetch. The pool's processes hold what their last pages left (each parse
+        process ~55 MB) through updatedb, invertlinks and generate, whose DuckDB memory peaks in this process
+        meanwhile: that sum was the crawl's peak, and so were the server and the tracker (~37 MB) while the
+        pool's processes were gone (docs/benchmarks.md, "The part writer joins the fetch process"). The next
+        round's pool waits for the new server's imports (~0.3 s on another core; pages queue in its pipes).
         """
         if self.pool is not None:
             self.pool.close()
             self.pool = None
+            forkserver.stop()
 
     def later(self, segment: Segment) -> Callable[[], ParsePool] | None:
         """What a fetch calls to start the pool when it has grown large enough; None if there is one."""

@@ -194,7 +194,6 @@ class Fetcher:
             self._committed[partition] = committed
             self.writers[partition] = PartitionWriter(
                 self.segment, partition, self.fetcher_cfg.commit_records, self.fetcher_cfg.commit_interval,
-                offload=self.parse_pool.offload if self.parse_pool is not None else None,
                 commit_bytes=self.fetcher_cfg.commit_bytes,
             )
         return available, todo
@@ -321,7 +320,7 @@ class Fetcher:
                 else:
                     self.queues.release(hq, ticket.started)
             if self._start_pool is not None and self.counters.fetched >= self._pool_at:
-                self._start_pool = self._responses.use_pool(self._start_pool, self.writers.values(), self.counters)
+                self._start_pool = self._responses.use_pool(self._start_pool, self.counters)
             await self.writers[entry["partition"]].commit_if_due()
 
     async def _process(self, hq: HostQueue, entry: dict[str, Any], ticket: _Ticket) -> None:

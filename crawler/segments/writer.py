@@ -9,15 +9,14 @@ runs in a thread so the event loop keeps fetching meanwhile.
 Each WARC file starts with a ``warcinfo`` record; HTTP answers are a
 ``response`` record (the body as served, content-encoded, de-chunked) and its
 ``request``; file: URLs are ``resource`` records (encoded by segments/warc.py).
-With ``fetcher.parse_processes`` the records are encoded in the parse processes
-and the part is written in the pool's writer process (``write_part``), off the
-fetch process's CPU entirely.
+With ``fetcher.parse_processes`` the records are encoded in the parse processes,
+which hand them back with the page's parse rows; the part is written here all
+the same.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,14 +26,12 @@ import pyarrow.parquet as pq
 from warcio.warcwriter import WARCWriter
 
 from crawler.fsutil import atomic_output
+from crawler.memory import trim
 from crawler.models import FETCHER, PARSE_DATA, PARSE_TEXT
 from crawler.protocols.base import Response
 from crawler.segments.held import held_size
 from crawler.segments.layout import FETCH_OUTPUTS, Segment, commit_number, part_name, partition_prefix
 from crawler.segments.warc import as_served, warc_records, warcinfo_record
-
-# Runs a picklable function and its arguments elsewhere (a worker process), returning its result.
-Offload = Callable[..., Awaitable[Any]]
 
 # Rows of ~this much ``slice_by`` text go to Arrow and Parquet together, as one row group. A whole
 # part's page text (~60 MB for 2,000 pages) converted at once grew Arrow's buffer by doubling into
@@ -79,8 +76,8 @@ class _Pending:
     fetcher: list[dict[str, Any]] = field(default_factory=list)
     parse_text: list[dict[str, Any]] = field(default_factory=list)
     parse_data: list[dict[str, Any]] = field(default_factory=list)
-    # A Response, its WARC records, or the key of a page a ParsePool's writer holds (with its rows).
-    responses: list[Response | bytes | int] = field(default_factory=list)
+    # A Response, or its WARC records as a parse process encoded them.
+    responses: list[Response | bytes] = field(default_factory=list)
     bytes: int = 0
 
 
@@ -88,13 +85,12 @@ class PartitionWriter:
     """Buffers one partition's records and commits them as numbered parts."""
 
     def __init__(self, segment: Segment, partition: int, commit_records: int, commit_interval: float,
-                 offload: Offload | None = None, commit_bytes: int | None = None) -> None:
+                 commit_bytes: int | None = None) -> None:
         self.segment = segment
-        self.offload = offload
         self.partition = partition
         self.commit_records = commit_records
         if commit_bytes is None:  # fetcher.commit_bytes's default (its one definition is the config's)
-            # Imported here, not with the module: the part writer process loads no pydantic.
+            # Imported here, not with the module: its Parquet writers (reparse's processes) need no pydantic.
             from crawler.config import FetcherConfig
 
             commit_bytes = FetcherConfig.model_fields["commit_bytes"].default
@@ -104,8 +100,6 @@ class PartitionWriter:
         self.pending = _Pending()
         self.last_commit = time.monotonic()
         self.committed = 0
-        # asyncio on use: the pool's part writer imports this module for write_part alone, and runs no event
-        # loop (asyncio is ~3 MB resident there; crawler/fetcher/parsepool.py).
         import asyncio
 
         self._lock = asyncio.Lock()
@@ -123,15 +117,16 @@ class PartitionWriter:
         response: Response | None = None,
         parse_text: dict[str, Any] | None = None,
         parse_data: dict[str, Any] | None = None,
-        stored: int | None = None,
-        held_rows: int = 0,
+        archived: Response | bytes | None = None,
     ) -> None:
-        """``stored``: the key under which the pool's writer holds ``response`` and its parse rows, whose
-        size (``held_size``) is ``held_rows``."""
+        """``archived``: ``response``'s WARC records as a parse process encoded them (or, not HTTP, the
+        response as served)."""
         self.pending.fetcher.append(fetch)
-        if stored is not None and response is not None:
-            self.pending.responses.append(stored)
-            self.pending.bytes += len(response.raw_body) + held_rows
+        if archived is not None and response is not None:
+            self.pending.responses.append(archived)
+            # Counted as the body it archives, as a page parsed here: the same parts whoever parsed (the
+            # records of a compressed page or of HTML are smaller, so the bound errs on the safe side).
+            self.pending.bytes += len(response.raw_body)
         elif response is not None:
             response = as_served(response)
             self.pending.responses.append(response)
@@ -170,15 +165,19 @@ class PartitionWriter:
             if not batch.fetcher:
                 return
             seq, self.seq = self.seq, self.seq + 1
-            if self.offload is not None:
-                await self.offload(write_part, str(self.segment.path), self.partition, seq, batch)
-            else:
-                await self._to_thread(write_part, str(self.segment.path), self.partition, seq, batch)
-            self.committed += len(batch.fetcher)
+            written = len(batch.fetcher)
+            await self._to_thread(write_part, str(self.segment.path), self.partition, seq, batch)
+            self.committed += written
+            # The part's rows, and Arrow's buffers and the heap they left, back to the kernel (~1 ms): Arrow's
+            # allocator keeps what a part used, beside the fetch (the part writer process, which wrote
+            # the parts until 2026-12-04, did the same after each part: ~50 MB off its peak).
+            del batch
+            pa.default_memory_pool().release_unused()
+            trim()
 
 
 def write_part(segment_path: str, partition: int, seq: int, batch: _Pending) -> None:
-    """Write one part of each output; run in a thread, or in a worker process (all arguments pickle)."""
+    """Write one part of each output (in a thread: the event loop fetches meanwhile)."""
     seg = Segment(Path(segment_path))
     for output in FETCH_OUTPUTS:
         seg.dir(output).mkdir(parents=True, exist_ok=True)

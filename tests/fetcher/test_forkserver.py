@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 from multiprocessing import forkserver as mp_forkserver
+from multiprocessing import resource_tracker
 from pathlib import Path
 
 import pytest
@@ -29,7 +31,7 @@ def test_pool_processes_are_forks_of_the_warmed_server_which_stop_reaps():
     try:
         with ParsePool(CrawlerConfig(), 1) as pool:
             children = [child.pid for child in pool._children]
-            assert len(children) == 2  # a parse process and the part writer
+            assert len(children) == 1  # the parse process: parts are written by the fetch process
             assert {_parent(pid) for pid in children} == {server}
     finally:
         forkserver.stop()
@@ -55,21 +57,25 @@ def test_a_server_stopped_while_still_importing_is_reaped():
     assert mp_forkserver._forkserver._forkserver_pid is None  # and a later start makes a new one
 
 
-def test_crawls_pool_ends_between_fetches_and_the_server_stays(tmp_path):
-    """``RoundsPool.release`` (crawl, after each fetch): the pool's processes are gone while updatedb runs,
-    the warmed server is not, and the next fetch's pool is new forks of it."""
+def test_crawls_pool_ends_between_fetches_with_its_server_and_the_tracker(tmp_path):
+    """``RoundsPool.release`` (crawl, after each fetch): while updatedb runs, neither the pool's processes nor
+    the fork server nor multiprocessing's resource tracker are left (their memory would sit beside the jobs'
+    peak); the next fetch's pool is forks of a new server, which the command's exit stops in turn."""
     forkserver.stop()
     cfg = CrawlerConfig(crawl_dir=str(tmp_path), fetcher={"parse_processes": 1})
+    tracker = resource_tracker._resource_tracker
     with RoundsPool(cfg) as pools:
         server = mp_forkserver._forkserver._forkserver_pid
         first = [child.pid for child in pools.start("s1")._children]
+        helpers = [server, tracker._pid]
         pools.release()
         assert pools.pool is None
-        assert not any(Path(f"/proc/{pid}").exists() for pid in first)  # exited and reaped
-        assert Path(f"/proc/{server}").exists()
+        assert not any(Path(f"/proc/{pid}").exists() for pid in first + helpers)  # exited and reaped
         second = [child.pid for child in pools.start("s2")._children]
-        assert not set(second) & set(first) and {_parent(pid) for pid in second} == {server}
-    assert not Path(f"/proc/{server}").exists()
+        again = mp_forkserver._forkserver._forkserver_pid
+        assert again != server and {_parent(pid) for pid in second} == {again}
+        assert pools.pool is not None and asyncio.run(pools.pool.parse(b"<p>x</p>", "http://h/", "text/html"))
+    assert not Path(f"/proc/{again}").exists() and tracker._pid is None
 
 
 @pytest.mark.parametrize("start", ["warm", "pool", "restart"])

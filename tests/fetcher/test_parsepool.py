@@ -105,8 +105,9 @@ class TestParsePool:
 
 
 def test_a_parse_process_does_not_load_pyarrow(tmp_path):
-    """Only the writer process writes Parquet: a parse process without pyarrow is ~70 MB less resident, in
-    every one of them (the peak memory of a crawl is the sum over its processes)."""
+    """Parquet is written by the fetch process (which has Arrow loaded for the webdb jobs anyway): a parse
+    process without pyarrow is ~70 MB less resident, in every one of them (the peak memory of a crawl is the
+    sum over its processes)."""
     cfg = make_cfg(tmp_path, "fetcher.parse_processes=1")
     with ParsePool(cfg, 1) as pool:
         rows = asyncio.run(pool.parse(HTML.format(n=1, m=2).encode(), "http://127.0.0.1/p1", "text/html"))
@@ -118,20 +119,21 @@ def test_a_parse_process_does_not_load_pyarrow(tmp_path):
     assert "selectolax" in mapped  # the maps of the process that parsed, not of another
 
 
-async def test_the_part_writer_loads_no_numpy(tmp_path, servers):
-    """pyarrow would import numpy (installed for the webdb jobs); the writer needs none of it, ~10 MB less
-    resident, and still writes every part."""
+async def test_the_pool_is_its_parse_processes_and_the_fetch_writes_every_part(tmp_path, servers):
+    """No process of the pool writes: the parse process hands each page's WARC records and rows back, and the
+    fetch process writes them into its parts (two pages a part here), none missing."""
     site = await servers("127.0.0.1", _routes())
-    cfg = make_cfg(tmp_path, "fetcher.parse_processes=1")
-    seg = make_segment(tmp_path, [site.url("/p0"), site.url("/z")])
+    cfg = make_cfg(tmp_path, "fetcher.parse_processes=1", "fetcher.commit_records=2")
+    seg = make_segment(tmp_path, [site.url("/p0"), site.url("/z"), site.url("/p1")])
     with ParsePool(cfg, 1) as pool:
-        writer = next(child for child in pool._children if child.name == "part-writer")
+        assert [child.name for child in pool._children] == ["parse-0"]
         report = await fetch_segment(cfg, seg, structlog.get_logger(), parse_pool=pool)
-        with open(f"/proc/{writer.pid}/maps") as maps:
-            mapped = maps.read()
-    assert "libarrow" in mapped and "_multiarray_umath" not in mapped
     assert not report.stopped and seg.is_done("parse_data")
-    assert sorted(r["url"] for r in read_rows(seg, "parse_text")) == [site.url("/p0"), site.url("/z")]
+    urls = sorted(site.url(p) for p in ("/p0", "/p1", "/z"))
+    assert sorted(r["url"] for r in read_rows(seg, "parse_text")) == urls
+    assert sorted(r["url"] for r in read_rows(seg, "fetcher")) == urls
+    assert sorted(uri for kind, uri, _ in _segment_view(seg)["content"] if kind == "response") == urls
+    assert len(seg.parts("fetcher")) == 2
 
 
 def _resident_mb(pid: int) -> float:
