@@ -26,7 +26,6 @@ import pyarrow.parquet as pq
 from warcio.warcwriter import WARCWriter
 
 from crawler.fsutil import atomic_output
-from crawler.memory import trim
 from crawler.models import FETCHER, PARSE_DATA, PARSE_TEXT
 from crawler.protocols.base import Response
 from crawler.segments.held import held_size
@@ -165,15 +164,8 @@ class PartitionWriter:
             if not batch.fetcher:
                 return
             seq, self.seq = self.seq, self.seq + 1
-            written = len(batch.fetcher)
             await self._to_thread(write_part, str(self.segment.path), self.partition, seq, batch)
-            self.committed += written
-            # The part's rows, and Arrow's buffers and the heap they left, back to the kernel (~1 ms): Arrow's
-            # allocator keeps what a part used, beside the fetch (the part writer process, which wrote
-            # the parts until 2026-12-04, did the same after each part: ~50 MB off its peak).
-            del batch
-            pa.default_memory_pool().release_unused()
-            trim()
+            self.committed += len(batch.fetcher)
 
 
 def write_part(segment_path: str, partition: int, seq: int, batch: _Pending) -> None:
