@@ -104,8 +104,27 @@ def stop() -> None:
     end = getattr(server, "_stop", None)  # CPython 3.8-3.14: closes its pipe, reaps it, removes its socket
     if end is not None:
         end()
-    # multiprocessing started its resource tracker with the server (a process of its own, ~13 MB resident),
-    # and starts it again with the next: a pool holds no semaphore or shared memory for it to clean up.
-    tracker = getattr(resource_tracker._resource_tracker, "_stop", None)  # CPython 3.8+
-    if tracker is not None:
-        tracker()
+    stop_tracker()
+
+
+def stop_tracker() -> None:
+    """End multiprocessing's resource tracker, a process of its own (~13 MB resident): a pool holds no
+    semaphore or shared memory for it to clean up. multiprocessing starts it with the fork server and again
+    for each process the server forks, so ``ParsePool`` ends it once its processes are started, and
+    ``stop`` with the server."""
+    tracker = resource_tracker._resource_tracker
+    lock = getattr(tracker, "_lock", None)
+    with lock if lock is not None else contextlib.nullcontext():
+        fd, pid = getattr(tracker, "_fd", None), getattr(tracker, "_pid", None)
+        if fd is None or pid is None:  # not running, or not this process's
+            return
+        # The server and the pool's processes hold its pipe too, so closing ours would end it only once they
+        # are gone; it ignores SIGTERM and SIGINT. A tracker found gone is started anew, without a warning,
+        # by the next process the server forks.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.close(fd)
+        tracker._fd = None
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        tracker._pid = None

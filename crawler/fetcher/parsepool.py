@@ -63,13 +63,14 @@ Rows = tuple[dict[str, Any], dict[str, Any], str]  # parse_text row, parse_data 
 class PageAnswer(NamedTuple):
     """A parse process's answer for a page: what its fetch records and writes of it."""
 
-    status: str | None  # the parse status; None if not parsed (not a success) or the parse failed
+    status: str | None  # the parse status; None if the page was not parsed (not a success) or its parser raised
     digest: str | None  # the body's MD5 (a success's)
     error: str | None  # the parse error, if the parse failed (the page is archived all the same)
     links: list[str]  # its same-origin outlinks, when the fetch asked for them to follow
     archived: Response | bytes  # what the part archives for it (``archived``)
     parse_text: dict[str, Any] | None
     parse_data: dict[str, Any] | None
+
 
 # A pipe this large (Linux's default /proc/sys/fs/pipe-max-size) holds ~30 pages of ~30 kB: the fetch
 # process never sends more than it holds, so a send never blocks the event loop.
@@ -362,6 +363,7 @@ class ParsePool:
         with forkserver.safe_path():  # a server that died since ensure_running is restarted by start()
             for child in self._children:
                 child.start()
+        forkserver.stop_tracker()
         for end in ends:  # the children hold them now; closed here, a child's death reads as EOF
             end.close()
 

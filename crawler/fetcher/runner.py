@@ -171,14 +171,13 @@ class RoundsPool:
         return self.pool
 
     def release(self) -> None:
-        """End the pool between fetches, and its fork server with the resource tracker: a fetch that wants a
-        pool starts them anew.
+        """End the pool between fetches, and its fork server: a fetch that wants a pool starts them anew.
 
         ``crawl`` calls it after each fetch. The pool's processes hold what their last pages left (each parse
         process ~55 MB) through updatedb, invertlinks and generate, whose DuckDB memory peaks in this process
-        meanwhile: that sum was the crawl's peak, and so were the server and the tracker (~37 MB) while the
-        pool's processes were gone (docs/benchmarks.md, "The part writer joins the fetch process"). The next
-        round's pool waits for the new server's imports (~0.3 s on another core; pages queue in its pipes).
+        meanwhile: that sum was the crawl's peak, and so was the server (~24 MB) while the pool's processes
+        were gone (docs/benchmarks.md, "The part writer joins the fetch process"). The next round's pool
+        waits for the new server's imports (~0.3 s on another core; pages queue in its pipes).
         """
         if self.pool is not None:
             self.pool.close()

@@ -57,25 +57,30 @@ def test_a_server_stopped_while_still_importing_is_reaped():
     assert mp_forkserver._forkserver._forkserver_pid is None  # and a later start makes a new one
 
 
-def test_crawls_pool_ends_between_fetches_with_its_server_and_the_tracker(tmp_path):
+def test_crawls_pool_ends_between_fetches_with_its_server_and_no_tracker_runs_beside_a_pool(tmp_path):
     """``RoundsPool.release`` (crawl, after each fetch): while updatedb runs, neither the pool's processes nor
-    the fork server nor multiprocessing's resource tracker are left (their memory would sit beside the jobs'
-    peak); the next fetch's pool is forks of a new server, which the command's exit stops in turn."""
+    the fork server are left (their memory would sit beside the jobs' peak); the next fetch's pool is forks
+    of a new server, which the command's exit stops in turn. multiprocessing's resource tracker, which the
+    server starts, is ended as soon as a pool's processes are forked: nothing of a pool needs it."""
     forkserver.stop()
     cfg = CrawlerConfig(crawl_dir=str(tmp_path), fetcher={"parse_processes": 1})
     tracker = resource_tracker._resource_tracker
     with RoundsPool(cfg) as pools:
         server = mp_forkserver._forkserver._forkserver_pid
-        first = [child.pid for child in pools.start("s1")._children]
-        helpers = [server, tracker._pid]
+        pool = pools.start("s1")
+        first = [child.pid for child in pool._children]
+        assert tracker._pid is None and tracker._fd is None
+        assert asyncio.run(pool.parse(b"<p>one</p>", "http://h/", "text/html"))[0]["text"] == "one"
         pools.release()
         assert pools.pool is None
-        assert not any(Path(f"/proc/{pid}").exists() for pid in first + helpers)  # exited and reaped
-        second = [child.pid for child in pools.start("s2")._children]
+        assert not any(Path(f"/proc/{pid}").exists() for pid in [*first, server])  # exited and reaped
+        pool = pools.start("s2")
+        second = [child.pid for child in pool._children]
         again = mp_forkserver._forkserver._forkserver_pid
         assert again != server and {_parent(pid) for pid in second} == {again}
-        assert pools.pool is not None and asyncio.run(pools.pool.parse(b"<p>x</p>", "http://h/", "text/html"))
-    assert not Path(f"/proc/{again}").exists() and tracker._pid is None
+        assert tracker._pid is None
+        assert asyncio.run(pool.parse(b"<p>two</p>", "http://h/", "text/html"))[0]["text"] == "two"
+    assert not Path(f"/proc/{again}").exists()
 
 
 @pytest.mark.parametrize("start", ["warm", "pool", "restart"])
