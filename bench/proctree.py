@@ -17,6 +17,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Self
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -74,7 +75,7 @@ class _Periodic:
             self.sample()
             self._stop.wait(self.interval)
 
-    def __enter__(self) -> _Periodic:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -107,10 +108,6 @@ class TreeSampler(_Periodic):
         self.samples += 1
         return total
 
-    def __enter__(self) -> TreeSampler:
-        super().__enter__()
-        return self
-
     @property
     def peak_mb(self) -> float:
         return self.peak_bytes / 2**20
@@ -128,10 +125,6 @@ class BusySampler(_Periodic):
             values = [int(v) for v in stat.readline().split()[1:]]
         self.samples.append((time.time(), values))
         return values
-
-    def __enter__(self) -> BusySampler:
-        super().__enter__()
-        return self
 
     def busy(self, start: float, end: float) -> float | None:
         """The busy share (0-1) between ``start`` and ``end`` (time.time()), None with under two samples."""

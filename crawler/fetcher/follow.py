@@ -60,11 +60,6 @@ _SEEN = 100_000  # (host, digest) and (host, link shape) pairs of this fetch's p
 _MAX_FOLLOWED = 200_000
 
 
-def made_by_fetch(entry: dict[str, Any]) -> bool:
-    """Whether an entry is one the fetch made itself (a followed outlink, a redirect hop), not a fetchlist row."""
-    return "follow_depth" in entry or "redirect_hop" in entry
-
-
 class Follower:
     """What one fetch follows; ``every`` (the webdb's URLs of the fetchlist's hosts) is set at its start."""
 

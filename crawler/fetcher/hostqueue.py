@@ -15,7 +15,7 @@ Crawl-delay over the cap) is remembered only by key and reason, and every entry
 for it is dropped through ``on_drop`` so the caller records it.
 
 The entries a fetch makes itself (its redirect hops and the outlinks it follows,
-``made_here``) wait beside the fetchlist's but are counted apart: the reader of
+``made_here``: redirects.made_by_fetch) wait beside the fetchlist's but are counted apart: the reader of
 the fetchlist waits only while ``max_queued`` of its own entries wait, so hosts
 further down the fetchlist are not held back behind one large site's followed
 links, and followed links have a budget of their own (``follow_room``).
@@ -220,8 +220,7 @@ class _Dispatcher:
                     continue
                 entry = hq.entries.popleft()
                 self.queued -= 1
-                if self.made_here(entry):
-                    self.made -= 1
+                self.made -= self.made_here(entry)
                 self._space.set()
                 hq.in_flight += 1
                 self.in_flight += 1
@@ -294,8 +293,7 @@ class FetchQueues(_Dispatcher):
             hq = self.hosts[key] = HostQueue(key, state)
         hq.entries.append(entry)
         self.queued += 1
-        if self.made_here(entry):
-            self.made += 1
+        self.made += self.made_here(entry)
         if hq.in_flight < self.per_host:
             self._schedule(hq, hq.next_allowed)
 
@@ -309,8 +307,7 @@ class FetchQueues(_Dispatcher):
             return
         hq.entries.appendleft(entry)
         self.queued += 1
-        if self.made_here(entry):
-            self.made += 1
+        self.made += self.made_here(entry)
 
     def follow_room(self) -> int:
         """How many more entries the fetch may make now (followed outlinks; its redirect hops are always taken)."""
@@ -386,8 +383,7 @@ class FetchQueues(_Dispatcher):
         for entry in hq.entries:
             if self.origin(entry) == origin:
                 self.queued -= 1
-                if self.made_here(entry):
-                    self.made -= 1
+                self.made -= self.made_here(entry)
                 self.on_drop(entry, reason)
             else:
                 kept.append(entry)

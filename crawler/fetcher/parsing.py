@@ -8,10 +8,10 @@ that page did not parse.
 from __future__ import annotations
 
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, NamedTuple
+from typing import Any
 
 from crawler.errors import CrawlerError
-from crawler.fetcher.parsepool import ParsePool, parse_to_rows
+from crawler.fetcher.parsepool import PageAnswer, ParsePool, parse_to_rows
 from crawler.fetcher.records import add_robots_sitemaps, body_digest
 from crawler.fetcher.robots import RobotsRules
 from crawler.parsers.dispatch import ParserDispatch
@@ -19,15 +19,6 @@ from crawler.protocols.base import Response
 from crawler.statuses import FetchStatus
 
 Rows = tuple[dict[str, Any] | None, dict[str, Any] | None]  # (parse_text, parse_data) rows, None if none
-
-
-class Kept(NamedTuple):
-    """What a page's part keeps of a page parsed in the pool: its WARC records (or, not HTTP, its response)
-    and its parse rows."""
-
-    archived: Response | bytes
-    parse_text: dict[str, Any] | None
-    parse_data: dict[str, Any] | None
 
 
 def parse_here(parsers: ParserDispatch, url: str, response: Response, rules: RobotsRules, log: Any) -> Rows:
@@ -45,26 +36,23 @@ def parse_here(parsers: ParserDispatch, url: str, response: Response, rules: Rob
 
 
 async def parse_in_pool(pool: ParsePool, url: str, response: Response, rules: RobotsRules, row: dict[str, Any],
-                        log: Any, links: bool = False) -> tuple[Kept | None, list[str]]:
-    """Hand the page to the parse pool (parsed and digested if a success): what the page's part keeps of it
-    (its WARC records and parse rows), None if the pool failed (logged: the page is then archived from its
-    response, without parse rows), and, with ``links``, its same-origin outlinks."""
+                        log: Any, links: bool = False) -> PageAnswer | None:
+    """Hand the page to the parse pool (parsed and digested if a success): its answer (WARC records, parse
+    rows and, with ``links``, its same-origin outlinks), or None if the pool failed (logged: the page is
+    then archived from its response, without parse rows). Sets the row's digest."""
     parse = row["status"] == FetchStatus.SUCCESS
     # Taken now, not once parsed: the host's next page may reach the pool before this one answers.
     sitemaps, rules.sitemaps = (rules.sitemaps, []) if parse else ([], rules.sitemaps)
-    kept = None
-    parse_status = None
-    outlinks: list[str] = []
+    answer: PageAnswer | None = None
     try:
         answer = await pool.page(url, response, response.header("Content-Type"), parse, sitemaps, links and parse)
     except BrokenProcessPool as exc:
         error, digest = str(exc), body_digest(response.body) if parse else None
     else:
-        parse_status, digest, error, outlinks = answer.status, answer.digest, answer.error, answer.links
-        kept = Kept(answer.archived, answer.parse_text, answer.parse_data)
+        error, digest = answer.error, answer.digest
     if error is not None:
         log.warning("parse.error", error=error)
     row["digest"] = digest
-    if parse_status != "success" and sitemaps:
+    if (answer is None or answer.status != "success") and sitemaps:
         rules.sitemaps = sitemaps + rules.sitemaps  # for the host's next parsed page
-    return kept, outlinks
+    return answer

@@ -85,6 +85,11 @@ class HeldUrls:
             del self._hops[url]
 
 
+def made_by_fetch(entry: dict[str, Any]) -> bool:
+    """Whether an entry is one the fetch made itself (a redirect hop, a followed outlink), not a fetchlist row."""
+    return bool(entry.get("redirect_hop") or entry.get("follow_depth"))
+
+
 class RecentKeys:
     """hash -> bool for about the last ``size`` keys put (between half and all of them): two generations of
     plain dicts, the older dropped whole when the newer fills. An OrderedDict trimmed one key at a time grows
@@ -133,7 +138,7 @@ class RedirectPolicy:
 
     def take(self, entry: dict[str, Any]) -> bool:
         """False when a fetchlist entry was already fetched as another URL's redirect hop in this run."""
-        if entry.get("redirect_hop") or entry.get("follow_depth"):
+        if made_by_fetch(entry):
             return True  # claimed when it was queued
         if self._taken.get(hash(entry["url"])):
             return False
@@ -163,7 +168,7 @@ class RedirectPolicy:
 
     def held_elsewhere(self, entry: dict[str, Any]) -> str | None:
         """The running segment that already took this fetchlist entry as a redirect hop, if any."""
-        if self.held is None or entry.get("redirect_hop") or entry.get("follow_depth"):
+        if self.held is None or made_by_fetch(entry):
             return None
         return self.held.hop_holder(entry["url"], self.segment)
 

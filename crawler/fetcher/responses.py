@@ -87,10 +87,10 @@ class Responses:
         links: list[str] = []
         wants_links = row["status"] == FetchStatus.SUCCESS and follower.wants_links(entry)
         if self.parse_pool is not None:
-            kept, links = await parse_in_pool(self.parse_pool, entry["url"], response, rules, row, self.log,
-                                              wants_links)
-            if kept is not None:
-                archived, parse_text, parse_data = kept
+            answer = await parse_in_pool(self.parse_pool, entry["url"], response, rules, row, self.log, wants_links)
+            if answer is not None:
+                archived, parse_text, parse_data = answer.archived, answer.parse_text, answer.parse_data
+                links = answer.links
         elif row["status"] == FetchStatus.SUCCESS and self.parsers is not None:
             parse_text, parse_data = parse_here(self.parsers, entry["url"], response, rules, self.log)
             if wants_links and parse_data is not None and parse_data["parse_status"] == "success":

@@ -27,7 +27,7 @@ import structlog
 from crawler.config import CrawlerConfig, FetcherConfig
 from crawler.errors import FetchError, PluginNotFound
 from crawler.fetcher.events import FetchObserver, NullObserver
-from crawler.fetcher.follow import Follower, made_by_fetch
+from crawler.fetcher.follow import Follower
 from crawler.fetcher.hostqueue import FetchQueues, HostQueue
 from crawler.fetcher.known import load_known
 from crawler.fetcher.outcome import retry_after_seconds, status_for_error
@@ -38,7 +38,7 @@ from crawler.fetcher.progress import Counters, ProgressReporter, use_progress_ba
 from crawler.fetcher.queuekey import queue_key_for
 from crawler.fetcher.recorder import Recorder
 from crawler.fetcher.records import fetch_row
-from crawler.fetcher.redirects import HeldUrls, RedirectPolicy, listed_hashes
+from crawler.fetcher.redirects import HeldUrls, RedirectPolicy, listed_hashes, made_by_fetch
 from crawler.fetcher.responses import Responses
 from crawler.fetcher.resume import clear_leftovers, committed_urls
 from crawler.fetcher.robots import Remembered, RobotsCache, RobotsRules, origin_of, robots_cache

@@ -99,6 +99,7 @@ class PartitionWriter:
         self.pending = _Pending()
         self.last_commit = time.monotonic()
         self.committed = 0
+        # asyncio on use: `crawler parse`'s processes import this module for its Parquet writers alone.
         import asyncio
 
         self._lock = asyncio.Lock()
