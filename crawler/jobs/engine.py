@@ -142,6 +142,12 @@ def arrow_batches(con: duckdb.DuckDBPyConnection, query: str, batch: int = 100_0
     return to_reader(batch)
 
 
+# Rows DuckDB hands pyarrow at a time (each becomes a row group): with 100,000 updatedb's links of a
+# 36,890-page round (885k rows) took 90 MB above the job's other peaks while written, 25 with 20,000,
+# in no more time (docs/benchmarks.md).
+_WRITE_BATCH = 20_000
+
+
 def copy_to_parquet(con: duckdb.DuckDBPyConnection, query: str, dest: Path, schema: pa.Schema) -> int:
     """Write the rows of ``query`` to ``dest`` with exactly ``schema``, under a temp name renamed when complete.
 
@@ -153,7 +159,7 @@ def copy_to_parquet(con: duckdb.DuckDBPyConnection, query: str, dest: Path, sche
     rows = 0
     try:
         with pq.ParquetWriter(temp, schema) as writer:
-            for batch in arrow_batches(con, query):
+            for batch in arrow_batches(con, query, _WRITE_BATCH):
                 table = pa.Table.from_batches([batch])
                 # Cast only when DuckDB's types differ: the first cast in a process costs ~40 ms
                 # (pyarrow's compute functions load), and the jobs' typed SELECTs mostly match already.
@@ -197,6 +203,11 @@ class JobEngine(Protocol):
         """Materialize ``query`` as table ``name`` for the job's later statements."""
         ...
 
+    def stage(self, name: str, query: str, directory: Path) -> None:
+        """Materialize ``query``, a large result later statements stream, as relation ``name``, out of memory where
+        the engine can (in ``directory``, which the job removes)."""
+        ...
+
     def rows(self, query: str) -> list[tuple[Any, ...]]:
         """Every row of ``query`` (small results only: counts, a few figures)."""
         ...
@@ -214,6 +225,11 @@ class JobEngine(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+# Rows a staged file's writer buffers per thread before it compresses them: DuckDB's default, 122,880, held
+# ~40 MB more at the peak on updatedb's outlinks, for no time saved.
+_STAGE_ROW_GROUP = 20_000
 
 
 class DuckEngine:
@@ -234,6 +250,18 @@ class DuckEngine:
     def create_table(self, name: str, query: str) -> None:
         """Materialize ``query`` as table ``name`` for the job's later statements."""
         self.con.execute(f"CREATE TEMP TABLE {name} AS {query}")
+
+    def stage(self, name: str, query: str, directory: Path) -> None:
+        """``query`` written to a Parquet file in ``directory`` and read back as view ``name``.
+
+        An in-memory table of nested lists costs DuckDB about twice its size while it is built, and holds it
+        to the job's end: updatedb's kept outlinks of a 36,890-page round (885k) raised the process by 150 MB
+        as a TEMP TABLE, against ~100 while written here in row groups of 20,000 rows, and nothing held after
+        (docs/benchmarks.md). The file is scratch, read by this job alone: no temp name needed.
+        """
+        path = sql_string(str(directory / f"{name}.parquet"))
+        self.con.execute(f"COPY ({query}) TO {path} (FORMAT parquet, ROW_GROUP_SIZE {_STAGE_ROW_GROUP})")
+        self.con.execute(f"CREATE TEMP VIEW {name} AS SELECT * FROM read_parquet({path})")
 
     def rows(self, query: str) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in self.con.execute(query).fetchall()]

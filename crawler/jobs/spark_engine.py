@@ -184,6 +184,10 @@ class SparkEngine:
         self._cached.append(frame)
         frame.createOrReplaceTempView(name)
 
+    def stage(self, name: str, query: str, directory: Path) -> None:
+        # Spark's checkpoint already keeps what outgrows the executors' memory on their disks.
+        self.create_table(name, query)
+
     def rows(self, query: str) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in self.spark.sql(to_spark(query)).collect()]
 

@@ -271,16 +271,17 @@ def unfollow_duplicates(con: Any, cfg: CrawlerConfig, old_pages: str, old_links:
         SELECT c.url FROM unfollow_candidates c
         WHERE EXISTS (SELECT 1 FROM {old_links} l JOIN {old_pages} z ON z.url = l.from_url
                       WHERE l.to_url = c.url AND z.digest = c.digest AND z.url <> c.url)
-           OR EXISTS (SELECT 1 FROM parsed n JOIN fetched z ON z.url = n.url
-                      WHERE z.digest = c.digest AND n.url <> c.url
-                        AND list_contains(list_transform(n.kept, lambda o: o.url), c.url))""")
+           OR EXISTS (SELECT 1 FROM kept_links n JOIN fetched z ON z.url = n.from_url
+                      WHERE n.to_url = c.url AND z.digest = c.digest AND n.from_url <> c.url)""")
 
 
 def unfollowed_figures() -> str:
     """A one-row relation for updatedb's one statement of figures: ``unfollowed_pages`` (the pages of table
-    ``unfollowed``) and ``unfollowed_outlinks`` (the outlinks table ``parsed`` kept for them)."""
-    return """(SELECT count(*) AS unfollowed_pages, coalesce(sum(coalesce(array_length(p.kept), 0)), 0) AS unfollowed_outlinks
-        FROM parsed p WHERE p.url IN (SELECT url FROM unfollowed))"""
+    ``unfollowed``) and ``unfollowed_outlinks`` (the outlinks they kept, relation ``kept_links``)."""
+    return """(SELECT p.unfollowed_pages, k.unfollowed_outlinks
+        FROM (SELECT count(*) AS unfollowed_pages FROM parsed WHERE url IN (SELECT url FROM unfollowed)) p
+        CROSS JOIN (SELECT count(*) AS unfollowed_outlinks FROM kept_links
+                    WHERE from_url IN (SELECT url FROM unfollowed)) k)"""
 
 
 def parent_sql(url: str) -> str:

@@ -38,6 +38,7 @@ import pyarrow as pa
 
 from crawler.config import CrawlerConfig, DbConfig
 from crawler.errors import StorageError
+from crawler.fsutil import remove_tree
 from crawler.jobs import traps
 from crawler.jobs.engine import JobEngine, first_line, open_engine
 from crawler.jobs.progress import JobProgress
@@ -169,11 +170,14 @@ def _merge_steps(con: JobEngine, cfg: CrawlerConfig, current: Version | None, se
                  now: datetime, progress: JobProgress, texts: Future[pa.Table]) -> UpdateReport:
     old_parts = _parts(current, "pages")
     old_pages = con.source(old_parts, PAGES)
+    # Scratch for the engine's staged results, inside the version being built: gone with it should the job fail.
+    staging = out / ".staging"
+    staging.mkdir()
     old_links = con.source(_parts(current, "links"), LINKS)
     progress.step("read fetch records")
     _read_fetched(con, segments, old_pages)
     progress.step("read parse data")
-    _read_parsed(con, cfg, segments)
+    _read_parsed(con, cfg, segments, staging)
     progress.step("select outlinks")
     traps.unfollow_duplicates(con, cfg, old_pages, old_links)
     new_links = _new_links()
@@ -186,7 +190,9 @@ def _merge_steps(con: JobEngine, cfg: CrawlerConfig, current: Version | None, se
     progress.step("write links")
     _write_links(con, old_links, new_links, out)
     progress.step("count")
-    return _count(con, segments, old_parts, out, written_pages)
+    report = _count(con, segments, old_parts, out, written_pages)
+    remove_tree(staging)
+    return report
 
 
 def _read_fetched(con: JobEngine, segments: list[Segment], old_pages: str) -> None:
@@ -206,18 +212,25 @@ def _read_fetched(con: JobEngine, segments: list[Segment], old_pages: str) -> No
         WHERE l.rn = 1 AND l.url IS NOT NULL""")
 
 
-def _read_parsed(con: JobEngine, cfg: CrawlerConfig, segments: list[Segment]) -> None:
-    """Table ``parsed``: the parse results of the ``fetched`` records, with the outlinks kept and those over the cap.
+def _read_parsed(con: JobEngine, cfg: CrawlerConfig, segments: list[Segment], staging: Path) -> None:
+    """Table ``parsed`` (url, status, num_outlinks): the ``fetched`` records parsed, from the same segment; and the
+    outlinks each successful one keeps, staged as ``kept_links`` (one row per outlink, with its page's figures).
 
-    Parse results of those same records (same segment), and for successful fetches the outlinks
-    kept: valid, filtered, the first occurrence of each target in page order, the first
-    db.max_outlinks of those (sitemap.max_urls of a sitemap's); then the robots.txt Sitemap: URLs the
-    fetcher appended (never cut) not already kept. over_cap counts what the cap cut, in the same pass
-    (less a robots.txt Sitemap: URL the page also linked past the cap: it is queued all the same).
-    Per page, with list functions: no global sort or window over all outlinks, so memory stays
-    bounded at tens of millions of links. Lists of robots.txt URLs are NULL on the pages without.
+    Kept: valid, filtered, the first occurrence of each target in page order, the first db.max_outlinks of
+    those (sitemap.max_urls of a sitemap's); then the robots.txt Sitemap: URLs the fetcher appended (never
+    cut) not already kept. over_cap counts what the cap cut, in the same pass (less a robots.txt Sitemap: URL
+    the page also linked past the cap: it is queued all the same); a page the cap cut keeps at least one
+    outlink, so its count is on its rows. fanout is the number the page keeps, old_score its score before.
+    Per page, with list functions: no global sort or window over all outlinks, so memory stays bounded at
+    tens of millions of links. Lists of robots.txt URLs are NULL on the pages without.
     """
     db = cfg.db
+    parse_data = parse_data_source(con, segments)
+    on_record = "d.segment = f.segment AND d.url = f.url"
+    # Each list's length taken before the join: joined first, the lists went into its hash table (+70 MB at 885k).
+    con.create_table("parsed", f"""
+        SELECT f.url, f.status, d.num_outlinks FROM fetched f
+        JOIN (SELECT segment, url, array_length(outlinks) AS num_outlinks FROM {parse_data} d) d ON {on_record}""")
     # The page's host once per page, each outlink's mostly without the regex (as invertlinks): the two
     # regexes per outlink were three quarters of this step on a tree of 4,259 pages and 216k outlinks.
     page_host, same_host = "", ""
@@ -225,31 +238,29 @@ def _read_parsed(con: JobEngine, cfg: CrawlerConfig, segments: list[Segment]) ->
         page_host, same_host = f", {host_sql('url')} AS page_host", f"AND NOT {host_differs_sql('o.url', 'f.page_host')}"
     valid = f"lambda o: o.url IS NOT NULL AND o.url <> '' {same_host} AND {filter_sql(cfg.urls, 'o.url')}"
     n = "array_length(d.outlinks)"
-    success = f"f.status = '{FetchStatus.SUCCESS}'"
     has_robots = "coalesce(array_length(r), 0) > 0"
     joined = f"""
-        SELECT f.url, f.status, f.old_score, {n} AS num_outlinks, d.is_sitemap,
+        SELECT f.url, f.old_score, d.is_sitemap,
                CASE WHEN d.is_sitemap THEN {_cap(cfg.sitemap.max_urls)} ELSE {_cap(db.max_outlinks)} END AS cap,
-               CASE WHEN {success} THEN list_filter(CASE WHEN d.robots_sitemaps = 0 THEN d.outlinks
-                                                         ELSE d.outlinks[1:{n} - d.robots_sitemaps] END, {valid}) END AS l,
-               CASE WHEN {success} AND d.robots_sitemaps > 0
-                    THEN list_filter(d.outlinks[{n} - d.robots_sitemaps + 1:{n}], {valid}) END AS r
-        FROM (SELECT *{page_host} FROM fetched) f
-        JOIN {parse_data_source(con, segments)} d ON d.segment = f.segment AND d.url = f.url"""
+               list_filter(CASE WHEN d.robots_sitemaps = 0 THEN d.outlinks
+                                ELSE d.outlinks[1:{n} - d.robots_sitemaps] END, {valid}) AS l,
+               CASE WHEN d.robots_sitemaps > 0 THEN list_filter(d.outlinks[{n} - d.robots_sitemaps + 1:{n}], {valid}) END AS r
+        FROM (SELECT *{page_host} FROM fetched WHERE status = '{FetchStatus.SUCCESS}') f
+        JOIN {parse_data} d ON {on_record}"""
     with_targets = f"""
         SELECT *, list_transform(l, lambda y: y.url) AS targets,
                CASE WHEN {has_robots} THEN list_transform(r, lambda y: y.url) END AS robots_targets
         FROM ({joined}) joined"""
     unique = f"""
-        SELECT url, status, old_score, num_outlinks, is_sitemap, cap, targets, {first_of_each_sql('l', 'targets')} AS u,
+        SELECT url, old_score, is_sitemap, cap, targets, {first_of_each_sql('l', 'targets')} AS u,
                CASE WHEN {has_robots} THEN {first_of_each_sql('r', 'robots_targets')} END AS r
         FROM ({with_targets}) with_targets"""
     capped = f"""
         SELECT *, u[1:cap] AS capped,
                CASE WHEN {has_robots} THEN list_transform(u[1:cap], lambda y: y.url) END AS capped_targets
         FROM ({unique}) uniq"""
-    con.create_table("parsed", f"""
-        SELECT url, status, old_score, num_outlinks, is_sitemap,
+    kept = f"""
+        SELECT url, old_score, is_sitemap,
                greatest(array_length(u) - cap, 0) - CASE WHEN {has_robots}
                    THEN array_length(list_filter(r, lambda o: list_contains(targets, o.url)
                                                       AND NOT list_contains(capped_targets, o.url))) ELSE 0 END
@@ -257,20 +268,17 @@ def _read_parsed(con: JobEngine, cfg: CrawlerConfig, segments: list[Segment]) ->
                CASE WHEN {has_robots}
                     THEN list_concat(capped, list_filter(r, lambda o: NOT list_contains(capped_targets, o.url)))
                     ELSE capped END AS kept
-        FROM ({capped}) capped""")
+        FROM ({capped}) capped"""
+    con.stage("kept_links", f"""
+        SELECT url AS from_url, o.url AS to_url, o.anchor AS anchor, fanout, old_score, is_sitemap, over_cap
+        FROM (SELECT url, old_score, is_sitemap, over_cap, array_length(kept) AS fanout, unnest(kept) AS o
+              FROM ({kept}) kept) exploded""", staging)
 
 
 def _new_links() -> str:
-    """The kept outlinks of the pages followed (not in ``unfollowed``), with their page's fanout and old score, as a
-    relation.
-
-    Not a table: the same outlinks are in ``parsed.kept``, and exploded, each row repeating its page's URL, they
-    were a second copy twice the size (94 MB beside parsed's 48 at 583k outlinks). The two statements that read
-    it (the scores, the links written) each unnest the lists again as they stream.
-    """
-    return """(SELECT url AS from_url, o.url AS to_url, o.anchor AS anchor, fanout, old_score
-        FROM (SELECT url, old_score, array_length(kept) AS fanout, unnest(kept) AS o FROM parsed WHERE kept IS NOT NULL
-              AND url NOT IN (SELECT url FROM unfollowed)) exploded)"""
+    """The kept outlinks of the pages followed (not in ``unfollowed``), with their page's fanout and old score."""
+    return """(SELECT from_url, to_url, anchor, fanout, old_score FROM kept_links
+        WHERE from_url NOT IN (SELECT url FROM unfollowed))"""
 
 
 def _distribute_scores(con: JobEngine, cfg: CrawlerConfig, new_links: str, log: Any) -> None:
@@ -378,7 +386,9 @@ def _count(con: JobEngine, segments: list[Segment], old_parts: list[Path], out: 
     outlinks, sitemap_urls, pages, unfollowed, unfollowed_links, fetched = con.rows(f"""SELECT c.*, u.*, f.*
         FROM (SELECT coalesce(sum(CASE WHEN is_sitemap THEN 0 ELSE over_cap END), 0) AS outlinks,
                      coalesce(sum(CASE WHEN is_sitemap THEN over_cap ELSE 0 END), 0) AS sitemap_urls,
-                     count(CASE WHEN over_cap > 0 THEN 1 END) AS pages FROM parsed) c
+                     count(*) AS pages
+              FROM (SELECT from_url, max(is_sitemap) AS is_sitemap, max(over_cap) AS over_cap FROM kept_links
+                    WHERE over_cap > 0 GROUP BY from_url) cut) c
         CROSS JOIN {traps.unfollowed_figures()} u
         CROSS JOIN (SELECT count(*) AS fetched FROM fetched) f""")[0]
     return UpdateReport(

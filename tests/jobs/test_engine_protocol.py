@@ -36,4 +36,4 @@ def test_engine_names_its_errors(spec: str) -> None:
 
 
 def test_the_protocol_has_the_methods_jobs_call() -> None:
-    assert METHODS == ["source", "register", "create_table", "rows", "count_rows", "batches", "write", "close"]
+    assert METHODS == ["source", "register", "create_table", "stage", "rows", "count_rows", "batches", "write", "close"]

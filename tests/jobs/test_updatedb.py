@@ -180,6 +180,17 @@ def test_new_urls_from_outlinks_and_redirects(cfg, make_segment):
     )
 
 
+def test_the_version_holds_its_tables_alone(cfg, make_segment):
+    """The kept outlinks staged on disk while the job runs (engine.stage) are gone from the version it publishes."""
+    a = "http://a.example/"
+    write_db(cfg, [page(a)])
+    seg = make_segment("20260101T010000000Z", [fetch(a)], [parse(a, [("http://a.example/b", "B")])])
+    updatedb(cfg, [seg], LOG, now=NOW)
+    version = VersionedStore(cfg.crawl_path / "webdb").require_current().path
+    assert sorted(p.name for p in version.iterdir()) == ["links", "meta.json", "pages"]
+    assert read_links(cfg) == [(a, "http://a.example/b", "B")]
+
+
 def test_outlinks_only_from_successful_fetches(cfg, make_segment):
     """Outlinks recorded for a page whose latest fetch failed do not create pages or links."""
     write_db(cfg, [page(URL)])
