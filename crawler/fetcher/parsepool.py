@@ -83,6 +83,11 @@ _MAX_BATCH = 32
 # costs ~0.3 ms, ~3 ms after such a page.
 _TRIM_PAGE = 1 << 20
 _TRIM_EVERY = 64 << 20
+# Pages this large all go to the first live parse process: a page's tree takes ~13 times its HTML (a 3.8 MB
+# page held ~50 MB more while parsed), and when each process of the pool held such a tree at once (the same
+# big page at two addresses, or two big pages in a row) their peaks added up: with this, at most one tree of
+# a page above it exists at a time (docs/benchmarks.md).
+_BIG_PAGE = 1 << 20
 _LENGTH = struct.Struct("!i")
 
 
@@ -383,22 +388,25 @@ class ParsePool:
         """Hand a response to the pool: its WARC records and, if ``parse`` (a success), its parse (the page is
         archived even if its parse failed) and, with ``links``, its same-origin outlinks."""
         key = next(self._keys)
-        answer: PageAnswer = await self._least_busy().call(key, _page_job(key, url, response, content_type,
-                                                                           parse, sitemaps, links))
+        job = _page_job(key, url, response, content_type, parse, sitemaps, links)
+        answer: PageAnswer = await self._pick(len(response.body) if parse else 0).call(key, job)
         return answer
 
     async def parse(self, body: bytes, url: str, content_type: str | None) -> Rows:
         """Parse in a parse process and return the rows."""
         key = next(self._keys)
-        result: Rows = await self._least_busy().call(key, _job_frames(("rows", key, url, content_type), [body]))
+        result: Rows = await self._pick(len(body)).call(key, _job_frames(("rows", key, url, content_type), [body]))
         return result
 
-    def _least_busy(self) -> _Link:
-        if len(self._parsers) == 1 and not self._parsers[0].dead:  # the usual pool: no list, no min
+    def _pick(self, size: int) -> _Link:
+        """The parse process for a page of ``size`` bytes: the least busy, or for a big page the first live one."""
+        if len(self._parsers) == 1 and not self._parsers[0].dead:  # a pool of one: no list, no min
             return self._parsers[0]
         live = [link for link in self._parsers if not link.dead]
         if not live:
             raise _broken("every parse process died")
+        if size >= _BIG_PAGE:
+            return live[0]
         return min(live, key=lambda link: link.in_pipe)
 
     def close(self) -> None:

@@ -160,3 +160,37 @@ def test_a_parse_process_gives_back_a_big_pages_heap(tmp_path):
         asyncio.run(pool.parse(HTML.format(n=2, m=3).encode(), "http://127.0.0.1/p2", "text/html"))
         after = _resident_mb(parser.pid)
     assert after - before < 25, (before, after)
+
+
+def _peak_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+
+
+def test_big_pages_are_parsed_one_at_a_time(tmp_path):
+    """Pages of a megabyte or more all go to the first parse process, so their trees (~13 times the page) never
+    add up across the pool; small pages still go to whichever process has least waiting."""
+    cfg = make_cfg(tmp_path, "fetcher.parse_processes=2")
+    rows = "".join(f"<tr><td><a href='/r{i}.html'>row {i}</a></td><td>{'cell ' * 8}</td></tr>" for i in range(15_000))
+    big = f"<html><body><table>{rows}</table></body></html>".encode()
+    assert len(big) > 1 << 20
+
+    async def parse_all(pool: ParsePool) -> list:
+        sent = []
+        for i in range(44):
+            body = big if i % 11 == 0 else HTML.format(n=i, m=i).encode()
+            sent.append(asyncio.ensure_future(pool.parse(body, f"http://127.0.0.1/p{i}", "text/html")))
+            for _ in range(2):  # the call, then its send: the pipe it went to counts it as waiting
+                await asyncio.sleep(0)
+        return await asyncio.gather(*sent)
+
+    with ParsePool(cfg, 2) as pool:
+        first, second = (next(c for c in pool._children if c.name == name) for name in ("parse-0", "parse-1"))
+        asyncio.run(pool.parse(HTML.format(n=1, m=2).encode(), "http://127.0.0.1/p1", "text/html"))
+        base = {first.pid: _peak_mb(first.pid), second.pid: _peak_mb(second.pid)}
+        answers = asyncio.run(parse_all(pool))
+        grown = {pid: _peak_mb(pid) - mb for pid, mb in base.items()}
+        used = pool._parsers[1].in_pipe  # every answer is in: nothing waits in either pipe
+    assert all(a[2] == "success" for a in answers) and used == 0
+    assert grown[first.pid] > 15, grown  # a big page's tree, in the first process
+    assert grown[second.pid] < 8, grown  # small pages only
