@@ -14,7 +14,6 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from crawler import memory
 from crawler.crawldir import parse_remote
 from crawler.errors import CrawlerError, UsageError
 from crawler.storage.access import ACCESS
@@ -152,7 +151,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         # trims then reaching Arrow's freed buffers too, at the same speed (docs/benchmarks.md). Set before
         # anything imports pyarrow; the fork server and the pool processes inherit it.
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-        memory.fixed_mmap_threshold()
     if own_process:
         # Start-up (imports, the config) makes ~70,000 objects that live as long as the process and next
         # to no garbage, yet the collector would go through them again and again meanwhile (~10 % of it).

@@ -12,42 +12,19 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import os
 from typing import Any
 
 
-def _libc(name: str) -> Any:
+def _malloc_trim() -> Any:
     # Looked up among the symbols the process has loaded, libc's among them: ctypes.util.find_library("c")
     # runs ldconfig to find libc's file, ~15 ms of every command's start and of the fork server's.
     try:
-        return getattr(ctypes.CDLL(None), name)
+        return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):  # glibc only; musl and macOS have none
         return None
 
 
-_TRIM = _libc("malloc_trim")
-_MALLOPT = _libc("mallopt")
-_M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
-# A block this large or larger is mapped on its own and unmapped when freed: page bodies of several MB.
-MMAP_THRESHOLD = 1 << 20
-_MMAP_ENV = "MALLOC_MMAP_THRESHOLD_"
-
-
-def fixed_mmap_threshold() -> None:
-    """Keep glibc's mmap threshold at 1 MiB in this process and the processes it starts.
-
-    glibc starts it at 128 KiB and raises it to the size of each mapped block freed (up to 32 MiB): after
-    the first multi-MB page body, every body and buffer below that size comes from the heap, which keeps
-    its highest extent wherever a live block sits above freed ones. Fixed at 1 MiB, the fetch process of
-    bench/realweb.py's crawl held a median of 216-220 MB instead of 238-239 during the fetch, at the same
-    speed; fixed at glibc's 128 KiB, ~15 % more CPU went to mapping (and the kernel zeroing) every body
-    above it (docs/benchmarks.md). A value the user set is left as it is.
-    """
-    if _MMAP_ENV in os.environ:  # glibc read it when this process started
-        return
-    os.environ[_MMAP_ENV] = str(MMAP_THRESHOLD)  # read by the C library of each process started from here
-    if _MALLOPT is not None:
-        _MALLOPT(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+_TRIM = _malloc_trim()
 
 
 def settle() -> None:
