@@ -217,16 +217,18 @@ def _batches(con: Any, files: Iterable[Path], columns: list[str]) -> Iterable[pa
             raise SegmentError(f"{file}: unreadable parse_text part ({str(exc).splitlines()[0]})") from exc
 
 
-def signatures(con: Any, segments: list[Any]) -> pa.Table:
-    """(segment, url, simhash) of every text in the segments' parse_text, read in batches.
+def signatures(con: Any, segments: list[Any], share: tuple[int, int] = (0, 1)) -> pa.Table:
+    """(segment, url, simhash) of every text in the segments' parse_text, read in batches; with ``share`` (i, n),
+    of every n-th part from the i-th only (n threads take a share each).
 
-    Safe to run in a thread beside the job's statements: the engine reads each part on a cursor of its own.
+    Safe to run in threads beside the job's statements: the engine reads each part on a cursor of its own.
     """
     names: list[str] = []
     urls: list[str] = []
     hashes: list[pa.Array] = []
+    first, step = share
     for seg in segments:
-        for batch in _batches(con, seg.parts("parse_text"), ["url", "text"]):
+        for batch in _batches(con, seg.parts("parse_text")[first::step], ["url", "text"]):
             names += [seg.name] * batch.num_rows
             # As Python strings, not the batch's column: a column read from DuckDB holds its whole batch
             # (the texts too) until it is freed, ~200 MB over a round of bench/realweb.py's pages.

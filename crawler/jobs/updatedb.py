@@ -36,7 +36,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from crawler.config import CrawlerConfig, DbConfig
+from crawler.config import CrawlerConfig, DbConfig, usable_cores
 from crawler.errors import StorageError
 from crawler.fsutil import remove_tree
 from crawler.jobs import traps
@@ -159,15 +159,18 @@ def _merge(
 ) -> UpdateReport:
     """The next version's pages and links in ``out``: one named step after another, each leaving its tables."""
     # The SimHashes are Python work (numpy on each text) that the SQL statements do not need before the pages are
-    # written: computed in a thread while DuckDB runs those statements (it releases the GIL). With the host
-    # test below, updatedb of a 4,259-page tree took 440 ms instead of 680 (docs/benchmarks.md).
-    with ThreadPoolExecutor(1, thread_name_prefix="simhash") as pool:
-        texts = pool.submit(traps.signatures, con, segments)
+    # written: computed in threads while DuckDB runs those statements (it releases the GIL). With the host
+    # test below, updatedb of a 4,259-page tree took 440 ms instead of 680 (docs/benchmarks.md). One thread
+    # a core, each taking a share of the parts: numpy's array operations release the GIL too, and the
+    # statements were done long before one thread's SimHashes of a 36,890-page round (2.9 s; 1.65 s in two).
+    threads = usable_cores()
+    with ThreadPoolExecutor(threads, thread_name_prefix="simhash") as pool:
+        texts = [pool.submit(traps.signatures, con, segments, (i, threads)) for i in range(threads)]
         return _merge_steps(con, cfg, current, segments, out, now, progress, texts)
 
 
 def _merge_steps(con: JobEngine, cfg: CrawlerConfig, current: Version | None, segments: list[Segment], out: Path,
-                 now: datetime, progress: JobProgress, texts: Future[pa.Table]) -> UpdateReport:
+                 now: datetime, progress: JobProgress, texts: list[Future[pa.Table]]) -> UpdateReport:
     old_parts = _parts(current, "pages")
     old_pages = con.source(old_parts, PAGES)
     # Scratch for the engine's staged results, inside the version being built: gone with it should the job fail.
@@ -185,7 +188,7 @@ def _merge_steps(con: JobEngine, cfg: CrawlerConfig, current: Version | None, se
     _distribute_scores(con, cfg, new_links, progress.log)
     pages_query = _pages_query(cfg.db, old_pages, now)
     progress.step("write pages")
-    con.register("signatures", texts.result())
+    con.register("signatures", pa.concat_tables([share.result() for share in texts]))
     written_pages = _write_pages(con, pages_query, out)
     progress.step("write links")
     _write_links(con, old_links, new_links, out)

@@ -14,11 +14,14 @@ import structlog
 
 from crawler.errors import SegmentError
 from crawler.jobs import traps
+from crawler.jobs.engine import open_engine
 from crawler.jobs.generate import generate
 from crawler.jobs.updatedb import updatedb
+from crawler.models import PARSE_TEXT
+from crawler.segments.layout import part_name
 from crawler.webdb.store import VersionedStore
 from tests.jobs import simhash_reference
-from tests.jobs.conftest import NOW, T0, fetch, make_cfg, page, parse, read_pages, write_db
+from tests.jobs.conftest import NOW, T0, fetch, make_cfg, page, parse, read_pages, write_db, write_parquet
 
 LOG = structlog.get_logger()
 SEG = "20260101T010000000Z"
@@ -248,3 +251,19 @@ def test_a_trap_at_the_root_keeps_the_real_pages(cfg, make_segment):
     report = generate(cfg, LOG, now=NOW)
     selected = {r["url"] for p in report.segment.parts("fetchlist") for r in pq.read_table(p).to_pylist()}
     assert selected == set(real)
+
+
+def test_threads_sharing_the_parts_sign_every_text_once(cfg, make_segment):
+    """updatedb's SimHash threads each take every n-th parse_text part: together, each text once."""
+    texts = [{"url": f"{H}/p{i}", "text": f"text number {i} " * (i + 1)} for i in range(7)]
+    seg = make_segment(SEG, [fetch(t["url"]) for t in texts], [parse(t["url"]) for t in texts], texts[:1])
+    for k, row in enumerate(texts[1:], start=1):  # one part each, as a fetch's commits write them
+        write_parquet(seg.dir("parse_text") / part_name(0, k), PARSE_TEXT, [row])
+    con = open_engine(cfg)
+    try:
+        whole = traps.signatures(con, [seg]).to_pylist()
+        shares = [row for i in range(3) for row in traps.signatures(con, [seg], (i, 3)).to_pylist()]
+    finally:
+        con.close()
+    assert len(whole) == 7
+    assert sorted(shares, key=lambda r: r["url"]) == sorted(whole, key=lambda r: r["url"])
