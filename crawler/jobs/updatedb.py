@@ -59,6 +59,8 @@ from crawler.webdb.schedule import interval_sql
 from crawler.webdb.store import Version, VersionedStore
 from crawler.webdb.transitions import render_sql
 
+_SIMHASH_THREADS = 4
+
 # A cap of 0 means none: a bound no list reaches keeps the SQL the same (and Spark's slice lengths non-negative).
 _NO_CAP = 2**31 - 1
 
@@ -161,9 +163,10 @@ def _merge(
     # The SimHashes are Python work (numpy on each text) that the SQL statements do not need before the pages are
     # written: computed in threads while DuckDB runs those statements (it releases the GIL). With the host
     # test below, updatedb of a 4,259-page tree took 440 ms instead of 680 (docs/benchmarks.md). One thread
-    # a core, each taking a share of the parts: numpy's array operations release the GIL too, and the
-    # statements were done long before one thread's SimHashes of a 36,890-page round (2.9 s; 1.65 s in two).
-    threads = usable_cores()
+    # a core (jobs.threads, as DuckDB), each taking a share of the parts: numpy's array operations release the
+    # GIL too, and the statements were done long before one thread's SimHashes of a 36,890-page round (2.9 s;
+    # 1.65 s in two). At most _SIMHASH_THREADS: each holds a batch of texts and its arrays (~15 MB).
+    threads = min(int(cfg.jobs.threads) or usable_cores(), _SIMHASH_THREADS)
     with ThreadPoolExecutor(threads, thread_name_prefix="simhash") as pool:
         texts = [pool.submit(traps.signatures, con, segments, (i, threads)) for i in range(threads)]
         return _merge_steps(con, cfg, current, segments, out, now, progress, texts)
