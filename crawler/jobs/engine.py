@@ -7,7 +7,7 @@ text the jobs share is built in ``sql.py``.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -142,10 +142,13 @@ def arrow_batches(con: duckdb.DuckDBPyConnection, query: str, batch: int = 100_0
     return to_reader(batch)
 
 
-# Rows DuckDB hands pyarrow at a time (each becomes a row group): with 100,000 updatedb's links of a
-# 36,890-page round (885k rows) took 90 MB above the job's other peaks while written, 25 with 20,000,
-# in no more time (docs/benchmarks.md).
-_WRITE_BATCH = 20_000
+# Rows DuckDB hands pyarrow at a time, and rows a row group of the parts written holds. Handed 100,000 at a
+# time, updatedb's links of a 36,890-page round (885k rows) took 90 MB above the job's other peaks while
+# written, 25 at 20,000; written as row groups of 20,000, the jobs at 10M URLs spent 5-15 % more CPU (each
+# group restarts its dictionaries; the readers pay per group). So DuckDB hands small batches and the writer
+# gathers them into groups of the larger size (docs/benchmarks.md).
+_FETCH_BATCH = 20_000
+_ROW_GROUP = 100_000
 
 
 def copy_to_parquet(con: duckdb.DuckDBPyConnection, query: str, dest: Path, schema: pa.Schema) -> int:
@@ -159,17 +162,30 @@ def copy_to_parquet(con: duckdb.DuckDBPyConnection, query: str, dest: Path, sche
     rows = 0
     try:
         with pq.ParquetWriter(temp, schema) as writer:
-            for batch in arrow_batches(con, query, _WRITE_BATCH):
-                table = pa.Table.from_batches([batch])
+            for group in _row_groups(arrow_batches(con, query, _FETCH_BATCH)):
                 # Cast only when DuckDB's types differ: the first cast in a process costs ~40 ms
                 # (pyarrow's compute functions load), and the jobs' typed SELECTs mostly match already.
-                writer.write_table(table if table.schema.equals(schema) else table.cast(schema))
-                rows += batch.num_rows
+                writer.write_table(group if group.schema.equals(schema) else group.cast(schema))
+                rows += group.num_rows
         publish(temp, dest)
     except BaseException:
         remove_tree(temp)
         raise
     return rows
+
+
+def _row_groups(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
+    """``batches`` gathered into tables of at least ``_ROW_GROUP`` rows (the last one maybe fewer)."""
+    gathered: list[pa.RecordBatch] = []
+    count = 0
+    for batch in batches:
+        gathered.append(batch)
+        count += batch.num_rows
+        if count >= _ROW_GROUP:
+            yield pa.Table.from_batches(gathered)
+            gathered, count = [], 0
+    if gathered:
+        yield pa.Table.from_batches(gathered)
 
 
 def iter_dicts(cursor: duckdb.DuckDBPyConnection, batch: int = 10_000) -> Iterator[dict[str, Any]]:
