@@ -122,14 +122,10 @@ class PartitionWriter:
         """``archived``: ``response``'s WARC records as a parse process encoded them (or, not HTTP, the
         response as served)."""
         self.pending.fetcher.append(fetch)
-        if archived is not None and response is not None:
-            self.pending.responses.append(archived)
-            # Counted as the body it archives, as a page parsed here: the same parts whoever parsed (the
-            # records of a compressed page or of HTML are smaller, so the bound errs on the safe side).
-            self.pending.bytes += len(response.raw_body)
-        elif response is not None:
-            response = as_served(response)
-            self.pending.responses.append(response)
+        if response is not None:
+            self.pending.responses.append(archived if archived is not None else as_served(response))
+            # Records a parse process encoded count as the body they archive, as a page parsed here: the same
+            # parts whoever parsed (the records of a compressed page or of HTML are smaller: the bound errs safe).
             self.pending.bytes += len(response.raw_body)
         if parse_text is not None:
             self.pending.parse_text.append(parse_text)
