@@ -11,9 +11,14 @@ loaded by each parse process as it builds its dispatch: preloaded, the part writ
 command's own imports), so the server's imports run on another core while the command starts. The
 server forks from a single-threaded process, which a plain fork of the fetch process (DuckDB's and
 asyncio's threads) would not be. It holds no pyarrow: the part writer imports it after its fork, and
-the parse processes never do. ``stop`` ends the server and reaps it, so that its CPU and that of the
-pool processes it reaped count as the command's children's, as a spawned pool's did; without it the
-server still exits with the command (its pipe closes).
+the parse processes never do. ``stop`` ends the server and reaps it, so that its CPU counts as the
+command's children's; without it the server still exits with the command (its pipe closes).
+
+Once a pool's processes are forked the server has nothing left to do but wait for them to exit, and it
+was ~23 MB resident beside the fetch (a sixteenth of a crawl's summed peak): ``hand_over`` ends it there,
+the command adopting the pool's processes (Linux's child subreaper, set only while the server exits), so
+that the pool reaps them itself and their CPU still counts as the command's children's. A pool started
+later starts a new server (``ensure_running``), as ``crawl``'s next round did already.
 
 This module imports nothing heavy (multiprocessing's fork server, ~20 ms): cli.py imports it, for the
 commands that may want a pool only, before loading the fetcher.
@@ -25,6 +30,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import time
 from collections.abc import Iterator
 from multiprocessing import forkserver, resource_tracker
 from typing import Any
@@ -105,6 +111,64 @@ def stop() -> None:
     if end is not None:
         end()
     stop_tracker()
+
+
+# prctl(2): orphans among this process's descendants become its children, not init's (Linux 3.4+).
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _subreaper(on: bool) -> bool:
+    import ctypes  # on use: the command's start does without it
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # no Linux prctl: the server stays, as before
+        return False
+    return bool(prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0)
+
+
+def hand_over() -> bool:
+    """End the server now that a pool's processes are forked, this process adopting them: True if it did
+    (the caller then reaps them, ``reap``); False where it cannot (no subreaper), the server left running.
+
+    The subreaper flag is set only while the server exits, so that its children alone are adopted: an
+    orphan of another descendant (a Spark worker, say) still goes to init, and leaves no zombie here.
+    """
+    server = forkserver._forkserver
+    pid = getattr(server, "_forkserver_pid", None)
+    end = getattr(server, "_stop", None)
+    if pid is None or end is None or not _subreaper(True):
+        return False
+    try:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)  # not its pipe's EOF: see ``stop``
+        end()  # reaps the server: its children were reparented to this process as it exited
+    finally:
+        _subreaper(False)
+    _STATE["started"] = False  # gone, whoever started it: a later pool starts a new one
+    return True
+
+
+def reap(pid: int, timeout: float) -> None:
+    """Wait up to ``timeout`` s for an adopted pool process to exit, then SIGTERM it; either way reap it,
+    so that no zombie is left and its CPU counts as this process's children's."""
+    deadline = time.monotonic() + timeout
+    pause = 0.001
+    while True:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return  # reaped already
+        if done:
+            return
+        if time.monotonic() >= deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            return
+        time.sleep(pause)
+        pause = min(2 * pause, 0.01)
 
 
 def stop_tracker() -> None:

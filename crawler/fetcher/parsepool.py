@@ -5,7 +5,8 @@ records gzipped and digested) are the CPU cost of a page besides HTTP itself
 (DESIGN 3): done in the fetch process they serialise with fetching on one
 core. A ParsePool keeps ``fetcher.parse_processes`` parse processes alive,
 forks of a fork server the command started first thing
-(crawler/fetcher/forkserver.py), so a pool is ready in ~0.1 s; ``crawler crawl``
+(crawler/fetcher/forkserver.py), so a pool is ready in ~0.1 s; the server then
+ends, and the pool reaps its processes itself; ``crawler crawl``
 starts one for each fetch and ends it before updatedb (runner.py
 ``RoundsPool.release``).
 
@@ -371,6 +372,8 @@ class ParsePool:
         forkserver.stop_tracker()
         for end in ends:  # the children hold them now; closed here, a child's death reads as EOF
             end.close()
+        # The server's work for this pool is done: it goes, and this process reaps the pool's processes.
+        self._adopted = forkserver.hand_over()
 
     def ready(self) -> bool:
         """Whether a parse process has done its imports (a page sent before waits for them)."""
@@ -413,6 +416,9 @@ class ParsePool:
         for link in self._parsers:
             link.jobs.close()  # EOF: each child finishes what it was sent, then exits
         for child in self._children:
+            if self._adopted:  # multiprocessing learnt exit codes from the server, which is gone
+                forkserver.reap(child.pid, timeout=30)
+                continue
             child.join(timeout=30)
             if child.is_alive():
                 child.terminate()

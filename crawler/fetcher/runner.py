@@ -144,7 +144,7 @@ def wants_pool(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | Non
 class RoundsPool:
     """A parse pool started by the first fetch that wants one (``wants_pool``), or by a fetch that grows past
     ``fetcher.parse_pool_min_entries`` pages as it follows outlinks (``start``). ``crawl`` ends it after each
-    fetch (``release``), and each later fetch that wants one starts its own from the same fork server."""
+    fetch (``release``), and each later fetch that wants one starts its own, forked from a new fork server."""
 
     def __init__(self, cfg: CrawlerConfig, command: str = "crawl") -> None:
         self.cfg = cfg
@@ -171,7 +171,8 @@ class RoundsPool:
         return self.pool
 
     def release(self) -> None:
-        """End the pool between fetches, and its fork server: a fetch that wants a pool starts them anew.
+        """End the pool between fetches (its fork server ended once the pool's processes were forked, or ends
+        now where it could not): a fetch that wants a pool starts them anew.
 
         ``crawl`` calls it after each fetch. The pool's processes hold what their last pages left (each parse
         process ~55 MB) through updatedb, invertlinks and generate, whose DuckDB memory peaks in this process
@@ -210,8 +211,11 @@ def run_fetch(cfg: CrawlerConfig, segment: Segment, partitions: list[int] | None
     chosen = partitions if partitions is not None else segment.fetchlist_partitions()
     groups = shares(chosen, cfg.fetcher.processes)
     if len(groups) <= 1:
-        with RoundsPool(cfg, "fetch") as own, fetch_gc():
-            if parse_pool is None and start_pool is None:  # not crawl's: a pool of this fetch's own, if any
+        # Not crawl's: a pool of this fetch's own, if any. Made only then: its warm-up would start a fork server
+        # again beside crawl's pool, whose server ended once the pool's processes were forked.
+        own = RoundsPool(cfg, "fetch") if parse_pool is None and start_pool is None else None
+        with own or contextlib.nullcontext(), fetch_gc():
+            if own is not None:
                 parse_pool = own.for_fetch(segment, partitions)
                 start_pool = own.later(segment)
             report = uvloop.run(_fetch_until_signal(cfg, segment, partitions, parse_pool, robots_memory,

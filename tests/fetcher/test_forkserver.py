@@ -1,11 +1,14 @@
-"""A parse pool's processes are forks of one fork server, started early and stopped (and reaped) by its starter."""
+"""A parse pool's processes are forks of one fork server, started early and ended once they run; the pool reaps them."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import subprocess
 import sys
+from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import forkserver as mp_forkserver
 from multiprocessing import resource_tracker
 from pathlib import Path
@@ -23,7 +26,18 @@ def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
-def test_pool_processes_are_forks_of_the_warmed_server_which_stop_reaps():
+def _cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+def _gone(pid: int) -> bool:
+    """Exited and reaped: a zombie still has its /proc entry."""
+    return not Path(f"/proc/{pid}").exists()
+
+
+def test_pool_processes_are_forks_of_the_warmed_server_which_ends_once_they_run():
+    """The server's work for a pool ends with the forks: it is ended then (it held ~23 MB beside the whole
+    fetch), this process adopts the pool's processes, and the pool reaps them when it closes."""
     forkserver.stop()  # a server an earlier test started is not this test's
     assert forkserver.warm_up() is True
     assert forkserver.warm_up() is False  # one server: a second caller neither starts nor owns it
@@ -32,12 +46,47 @@ def test_pool_processes_are_forks_of_the_warmed_server_which_stop_reaps():
         with ParsePool(CrawlerConfig(), 1) as pool:
             children = [child.pid for child in pool._children]
             assert len(children) == 1  # the parse process: parts are written by the fetch process
-            assert {_parent(pid) for pid in children} == {server}
+            # Forks of the server (a spawned process would run multiprocessing.spawn), now this process's.
+            assert all("multiprocessing.forkserver" in _cmdline(pid) for pid in children)
+            assert {_parent(pid) for pid in children} == {os.getpid()}
+            assert _gone(server) and mp_forkserver._forkserver._forkserver_pid is None
+            assert asyncio.run(pool.parse(b"<p>one</p>", "http://h/", "text/html"))[0]["text"] == "one"
     finally:
         forkserver.stop()
-    assert not Path(f"/proc/{server}").exists()  # reaped, not left a zombie or an orphan
+    assert all(_gone(pid) for pid in children)  # reaped by the pool, not left zombies
     assert forkserver.warm_up() is True  # a later command starts a new one
     forkserver.stop()
+
+
+def test_where_no_process_can_adopt_them_the_server_stays_and_stop_reaps_it(monkeypatch):
+    """Without a child subreaper (not Linux), the pool's processes stay the server's children, and the
+    server runs until ``stop``, as before."""
+    monkeypatch.setattr(forkserver, "_subreaper", lambda on: False)
+    forkserver.stop()
+    assert forkserver.warm_up() is True
+    server = mp_forkserver._forkserver._forkserver_pid
+    try:
+        with ParsePool(CrawlerConfig(), 1) as pool:
+            children = [child.pid for child in pool._children]
+            assert {_parent(pid) for pid in children} == {server}
+            assert asyncio.run(pool.parse(b"<p>one</p>", "http://h/", "text/html"))[0]["text"] == "one"
+    finally:
+        forkserver.stop()
+    assert _gone(server) and all(_gone(pid) for pid in children)
+
+
+def test_an_adopted_process_that_died_is_reaped_and_the_other_still_parses():
+    forkserver.stop()
+    with ParsePool(CrawlerConfig(), 2) as pool:
+        first, second = (child.pid for child in pool._children)
+        os.kill(first, signal.SIGKILL)
+        while Path(f"/proc/{first}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+            pass  # dead, a zombie of this process until the pool reaps it
+        for _ in range(3):  # whichever process the pool picks first, it learns the dead one is gone
+            with contextlib.suppress(BrokenProcessPool):
+                asyncio.run(pool.parse(b"<p>x</p>", "http://h/", "text/html"))
+        assert asyncio.run(pool.parse(b"<p>two</p>", "http://h/", "text/html"))[0]["text"] == "two"
+    assert _gone(first) and _gone(second)
 
 
 def test_a_pool_without_warm_up_still_starts():
@@ -69,6 +118,7 @@ def test_crawls_pool_ends_between_fetches_with_its_server_and_no_tracker_runs_be
         server = mp_forkserver._forkserver._forkserver_pid
         pool = pools.start("s1")
         first = [child.pid for child in pool._children]
+        assert _gone(server)  # ended once the pool's processes were forked (test above)
         assert tracker._pid is None and tracker._fd is None
         assert asyncio.run(pool.parse(b"<p>one</p>", "http://h/", "text/html"))[0]["text"] == "one"
         pools.release()
@@ -76,11 +126,12 @@ def test_crawls_pool_ends_between_fetches_with_its_server_and_no_tracker_runs_be
         assert not any(Path(f"/proc/{pid}").exists() for pid in [*first, server])  # exited and reaped
         pool = pools.start("s2")
         second = [child.pid for child in pool._children]
-        again = mp_forkserver._forkserver._forkserver_pid
-        assert again != server and {_parent(pid) for pid in second} == {again}
+        # Forks of a new server, which ended in turn: the first had gone with the first pool's start.
+        assert all("multiprocessing.forkserver" in _cmdline(pid) for pid in second)
+        assert mp_forkserver._forkserver._forkserver_pid is None
         assert tracker._pid is None
         assert asyncio.run(pool.parse(b"<p>two</p>", "http://h/", "text/html"))[0]["text"] == "two"
-    assert not Path(f"/proc/{again}").exists()
+    assert all(_gone(pid) for pid in second)
 
 
 @pytest.mark.parametrize("start", ["warm", "pool", "restart"])

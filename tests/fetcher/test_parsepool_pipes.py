@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 
@@ -47,9 +46,9 @@ class TestParsePoolPipes:
         cfg = make_cfg(tmp_path, "fetcher.parse_processes=1")
         seg = make_segment(tmp_path, urls)
         with ParsePool(cfg, 1) as pool:
-            parser = next(c for c in multiprocessing.active_children() if c.name == "parse-0")
+            parser = next(c for c in pool._children if c.name == "parse-0")
             os.kill(parser.pid, signal.SIGKILL)
-            parser.join()
+            os.waitpid(parser.pid, 0)  # the pool's processes are this process's once they run (forkserver.hand_over)
             with capture_logs() as logs:
                 report = await fetch_segment(cfg, seg, structlog.get_logger(), parse_pool=pool)
         assert not report.stopped and seg.is_done("fetcher")
