@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-
-from lxml import etree
+from typing import TYPE_CHECKING
 
 from crawler.parsers.base import ParseResult
 from crawler.parsers.encoding import header_charset
 from crawler.parsers.sniff import xml_root
 from crawler.urls.normalize import PLAIN, Normalizer
+
+if TYPE_CHECKING:
+    from lxml import etree
 
 _LEADING = b"\xef\xbb\xbf \t\r\n\x0c"
 
@@ -28,6 +30,10 @@ def root_name(body: bytes) -> str | None:
 
 def parse_xml(body: bytes, content_type: str | None) -> etree._Element | None:
     """The root element, recovered from malformed input; None when nothing could be read."""
+    # Imported by the first XML document: every parse process builds these parsers, and lxml is ~4 MB
+    # resident in each one that never sees a sitemap or feed (most of a crawl's pages are HTML).
+    from lxml import etree
+
     # A charset in the header wins over the XML declaration (RFC 7303); lxml otherwise reads the declaration.
     parser = etree.XMLParser(
         encoding=header_charset(content_type),

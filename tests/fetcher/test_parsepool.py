@@ -119,6 +119,27 @@ def test_a_parse_process_does_not_load_pyarrow(tmp_path):
     assert "selectolax" in mapped  # the maps of the process that parsed, not of another
 
 
+def test_a_parse_process_loads_lxml_with_its_first_xml_document(tmp_path):
+    """lxml (~4 MB resident) serves sitemaps and feeds: a parse process that parsed only HTML has not loaded it."""
+    cfg = make_cfg(tmp_path, "fetcher.parse_processes=1")
+    sitemap = (b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+               b"<url><loc>http://127.0.0.1/a</loc></url></urlset>")
+
+    def maps(pool: ParsePool) -> str:
+        parser = next(child for child in pool._children if child.name == "parse-0")
+        with open(f"/proc/{parser.pid}/maps") as mapped:
+            return mapped.read()
+
+    with ParsePool(cfg, 1) as pool:
+        asyncio.run(pool.parse(HTML.format(n=1, m=2).encode(), "http://127.0.0.1/p1", "text/html"))
+        before = maps(pool)
+        rows = asyncio.run(pool.parse(sitemap, "http://127.0.0.1/sitemap.xml", "application/xml"))
+        after = maps(pool)
+    assert [url for url, _ in rows[1]["outlinks"]] == ["http://127.0.0.1/a"]
+    assert "selectolax" in before and "lxml" not in before
+    assert "lxml" in after
+
+
 async def test_the_pool_is_its_parse_processes_and_the_fetch_writes_every_part(tmp_path, servers):
     """No process of the pool writes: the parse process hands each page's WARC records and rows back, and the
     fetch process writes them into its parts (two pages a part here), none missing."""
