@@ -219,7 +219,8 @@ def _batches(con: Any, files: Iterable[Path], columns: list[str]) -> Iterable[pa
 
 def signatures(con: Any, segments: list[Any], share: tuple[int, int] = (0, 1)) -> pa.Table:
     """(segment, url, simhash) of every text in the segments' parse_text, read in batches; with ``share`` (i, n),
-    of every n-th part from the i-th only (n threads take a share each).
+    of every n-th part from the i-th only, counted over all the segments' parts (n threads take a share each:
+    counted per segment, an update of several one-part segments gave every part to the first thread).
 
     Safe to run in threads beside the job's statements: the engine reads each part on a cursor of its own.
     """
@@ -227,9 +228,10 @@ def signatures(con: Any, segments: list[Any], share: tuple[int, int] = (0, 1)) -
     urls: list[str] = []
     hashes: list[pa.Array] = []
     first, step = share
-    for seg in segments:
-        for batch in _batches(con, seg.parts("parse_text")[first::step], ["url", "text"]):
-            names += [seg.name] * batch.num_rows
+    parts = [(seg.name, part) for seg in segments for part in seg.parts("parse_text")][first::step]
+    for name, part in parts:
+        for batch in _batches(con, [part], ["url", "text"]):
+            names += [name] * batch.num_rows
             # As Python strings, not the batch's column: a column read from DuckDB holds its whole batch
             # (the texts too) until it is freed, ~200 MB over a round of bench/realweb.py's pages.
             urls += batch.column(0).to_pylist()

@@ -267,3 +267,20 @@ def test_threads_sharing_the_parts_sign_every_text_once(cfg, make_segment):
         con.close()
     assert len(whole) == 7
     assert sorted(shares, key=lambda r: r["url"]) == sorted(whole, key=lambda r: r["url"])
+
+
+def test_the_shares_are_counted_over_all_the_segments_parts(cfg, make_segment):
+    """Several one-part segments (an update of several rounds' segments): each thread gets one of them, not the
+    first thread every part; each text still signed once, with its own segment's name."""
+    names = [SEG, "20260101T020000000Z"]
+    segments = []
+    for k, name in enumerate(names):
+        text = {"url": f"{H}/s{k}", "text": f"segment {k} text"}
+        segments.append(make_segment(name, [fetch(text["url"])], [parse(text["url"])], [text]))
+    con = open_engine(cfg)
+    try:
+        shares = [traps.signatures(con, segments, (i, 2)).to_pylist() for i in range(2)]
+    finally:
+        con.close()
+    assert [[(r["segment"], r["url"]) for r in share] for share in shares] == [[(SEG, f"{H}/s0")],
+                                                                             [(names[1], f"{H}/s1")]]
