@@ -93,15 +93,25 @@ def warm_up() -> bool:
 def stop() -> None:
     """Stop the server ``warm_up`` started and the resource tracker started with it, and wait for them.
 
-    SIGTERM first: on its pipe's EOF alone the server raises SystemExit, and its interpreter then frees
-    every module it preloaded one object at a time (50-150 ms on 2 cores, which the command waited for at
-    the end of every ``crawl`` and ``fetch``). The server holds no file or buffer that a teardown would
-    complete, installs no SIGTERM handler, and has reaped every pool process by now (a pool's ``close``
-    returns once the server told it each one's exit), so their CPU still counts as the command's.
+    Nothing to do where ``hand_over`` ended the server already (the pool ended the tracker as it forked).
+    Otherwise the server has reaped every pool process by now (a pool's ``close`` returns once the server told it each one's exit), so
+    their CPU still counts as the command's.
     """
     if not _STATE["started"]:
         return
     _STATE["started"] = False
+    _end_server()
+    stop_tracker()
+
+
+def _end_server() -> None:
+    """SIGTERM the server, then multiprocessing's own stop, which reaps it.
+
+    SIGTERM first: on its pipe's EOF alone the server raises SystemExit, and its interpreter then frees
+    every module it preloaded one object at a time (50-150 ms on 2 cores, which the command waited for at
+    the end of every ``crawl`` and ``fetch``). The server holds no file or buffer that a teardown would
+    complete, and installs no SIGTERM handler.
+    """
     server = forkserver._forkserver
     pid = getattr(server, "_forkserver_pid", None)
     if pid is not None:
@@ -110,7 +120,6 @@ def stop() -> None:
     end = getattr(server, "_stop", None)  # CPython 3.8-3.14: closes its pipe, reaps it, removes its socket
     if end is not None:
         end()
-    stop_tracker()
 
 
 # prctl(2): orphans among this process's descendants become its children, not init's (Linux 3.4+).
@@ -135,14 +144,10 @@ def hand_over() -> bool:
     orphan of another descendant (a Spark worker, say) still goes to init, and leaves no zombie here.
     """
     server = forkserver._forkserver
-    pid = getattr(server, "_forkserver_pid", None)
-    end = getattr(server, "_stop", None)
-    if pid is None or end is None or not _subreaper(True):
+    if getattr(server, "_forkserver_pid", None) is None or not hasattr(server, "_stop") or not _subreaper(True):
         return False
     try:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)  # not its pipe's EOF: see ``stop``
-        end()  # reaps the server: its children were reparented to this process as it exited
+        _end_server()  # its children are reparented to this process as it exits, before it is reaped
     finally:
         _subreaper(False)
     _STATE["started"] = False  # gone, whoever started it: a later pool starts a new one
