@@ -3,8 +3,8 @@
 ``WARC-Block-Digest`` and ``WARC-Payload-Digest`` are SHA-1 over exactly the bytes stored. The HTTP
 pairs, nearly every record, are written by ``http_records``: the bytes warcio writes for them (header
 order included; a test holds the two byte-equal once decompressed), at a fraction of the CPU (warcio
-builds each record through streams, spooled files and a digester in Python), deflated by zlib-ng at a
-low level (bodies sent compressed: stored). warcio still writes warcinfo and resource records.
+builds each record through streams, spooled files and a digester in Python), deflated by ISA-L at its
+level 1 (bodies sent compressed: stored by zlib-ng). warcio still writes warcinfo and resource records.
 
 A module of its own, apart from the Parquet side of segments/writer.py: the parse processes of
 ``fetcher.parse_processes`` encode the records and import this, and not pyarrow (~70 MB of a process's
@@ -22,6 +22,7 @@ import random
 import time
 from urllib.parse import quote
 
+from isal import isal_zlib
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 from zlib_ng import zlib_ng
@@ -60,24 +61,24 @@ def _sha1(*parts: bytes) -> str:
 _EMPTY_SHA1 = _sha1(b"")
 
 
-# Deflate level 1 instead of zlib's default 6: on a 35 kB HTML page ~4x less CPU (~0.27 vs ~1 ms) for
-# ~17 % more bytes (25.5 vs 21.8 % of the page; docs/benchmarks.md, "Parts"). zlib-ng's level 2 is that
-# size (25.2 %) at ~57 % of zlib's level 1 CPU (144 vs 251 us on a 30 kB page); its level 1 is a
-# different, quicker search (69 us) that gives 29 % more bytes. Below ~4 kB (heads, request records,
-# 404 and redirect bodies) a member's fixed cost dominates: level 1 there is ~4 us against ~11 (zlib's
-# level 1 ~6 to 10), for ~50 more bytes a record.
-_LEVEL = 2
-_LEVEL_SMALL = 1
-_SMALL = 4096
+# A record is deflated by ISA-L (python-isal) at its level 1: on real documentation pages (1,200 pages of
+# four Debian trees, 23.5 kB mean) 46 us a page for 20.8 % of its size, where zlib-ng's level 2 took 115 us
+# for 20.5 % and the stdlib's zlib level 1 151 us for 21.3 % (docs/benchmarks.md, "WARC members by
+# ISA-L"). A request record (~700 bytes) is smaller too: 448 bytes in 9 us against zlib-ng level 1's 516
+# in 7. ISA-L has no stored level (its level 0 grows random bytes by a quarter), so a body sent compressed
+# is stored by zlib-ng's level 0 at once (5 us for 13 kB, where ISA-L's level 1 spends 27 to store it).
+_LEVEL = 1
 
 
-def _gzip_member(*parts: bytes, level: int = _LEVEL_SMALL) -> bytes:
+def _gzip_member(*parts: bytes, stored: bool = False) -> bytes:
     """One gzip member per record, as warcio writes them."""
-    # zlib-ng, not the stdlib's zlib: the same format in less CPU (levels above), and none of zlib's
-    # ~256 kB of buffers per member, which malloc can hand back to the kernel on free and fault in anew
-    # for the next one (19 page faults, ~50 us for a 400-byte record; zlib-ng ~3 us, no faults). One
-    # call on the joined parts: a compressobj and a call per part cost more than the copy.
-    return zlib_ng.compress(b"".join(parts), level, zlib_ng.MAX_WBITS + 16)
+    # One call on the joined parts: a compressobj and a call per part cost more than the copy. Neither
+    # library keeps zlib's ~256 kB of buffers per member, which malloc can hand back to the kernel on free
+    # and fault in anew for the next one (~50 us for a 400-byte record).
+    data = b"".join(parts)
+    if stored:
+        return zlib_ng.compress(data, 0, zlib_ng.MAX_WBITS + 16)
+    return isal_zlib.compress(data, _LEVEL, isal_zlib.MAX_WBITS + 16)
 
 
 def _http_head(protocol: str, statusline: str, headers: list[tuple[str, str]]) -> bytes:
@@ -154,13 +155,10 @@ def http_records(response: Response) -> bytes:
         f"Content-Type: application/http; msgtype=request\r\n"
         f"Content-Length: {len(request_http)}\r\n\r\n"
     ).encode()
-    # A body sent gzip (br, zstd...) does not shrink: deflate would search it for matches (~150 us for
-    # 7 kB) and then store it as it is anyway; level 0 stores it at once, the same size.
-    if response.header("Content-Encoding") not in (None, "", "identity"):
-        level = 0
-    else:
-        level = _LEVEL if len(body) >= _SMALL else _LEVEL_SMALL
-    return (_gzip_member(response_head, response_http, body, b"\r\n\r\n", level=level)
+    # A body sent gzip (br, zstd...) does not shrink: deflate would search it for matches and then store
+    # it as it is anyway; stored at once, it is the same size.
+    stored = response.header("Content-Encoding") not in (None, "", "identity")
+    return (_gzip_member(response_head, response_http, body, b"\r\n\r\n", stored=stored)
             + _gzip_member(request_head, request_http, b"\r\n\r\n"))
 
 

@@ -47,7 +47,7 @@ async def test_plain_body_is_deflated_and_compressed_body_stored(tmp_path, serve
 
 
 async def test_plain_page_record_is_no_bigger_than_zlib_level_1_made_it(tmp_path, servers):
-    """A plain page's response record (zlib-ng) is within 2 % of zlib level 1's size; both gzip members verify."""
+    """A plain page's response record (ISA-L level 1) is within 2 % of zlib level 1's size; both gzip members verify."""
     rng = random.Random(3)
     links = "".join(f'<a href="/{rng.choice(_WORDS)}/{rng.randrange(500)}">{rng.choice(_WORDS)} {rng.choice(_WORDS)}</a> '
                     for _ in range(1500))  # ~55 kB that deflates about as a real page does (~21 %)
