@@ -106,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The command modules that import neither pyarrow nor DuckDB: the checks read one URL, file or page.
+_LIGHT_MODULES = frozenset(("checks",))
+
+
 def _resolve(target: str, spark: bool, local: bool) -> Callable[[CrawlerConfig, Any], int]:
     # Imported on use, so `normalize-check` does not pay for DuckDB and aiohttp imports. Inside
     # deferred_store, aiohttp's import-time TLS contexts load the system store at their first handshake,
@@ -121,6 +125,12 @@ def _resolve(target: str, spark: bool, local: bool) -> Callable[[CrawlerConfig, 
         arrow_filesystems.hide()
     module, _, name = target.partition(":")
     with deferred_store():
+        if module not in _LIGHT_MODULES:
+            # pyarrow (and the numpy it loads) imported from here, a few frames deep, rather than ~30 imports
+            # down the command module's: there numpy's typing modules call back and forth across the edge of
+            # a 16 kB chunk of CPython 3.11's frame stack, which it maps and unmaps at each crossing (838
+            # mmap/munmap pairs in a crawl's start-up; 35 from here; docs/benchmarks.md).
+            import pyarrow  # noqa: F401
         handler = getattr(importlib.import_module(f"crawler.commands.{module}"), name)
     if not spark:
         from crawler import pandas_probe

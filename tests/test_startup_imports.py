@@ -65,3 +65,26 @@ def test_the_parse_pools_processes_load_no_event_loop_machinery():
             "print(json.dumps([m for m in ('asyncio', 'concurrent.futures') if m in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(out) == []
+
+
+def test_a_heavy_command_loads_pyarrow_before_its_module_and_a_check_never():
+    """cli._resolve imports pyarrow (and numpy with it) a few frames deep, before the command's module: from
+    inside that module's imports numpy's typing modules cross an edge of CPython 3.11's frame stack, which
+    costs a mmap and a munmap per call (docs/benchmarks.md). The checks still load neither."""
+    code = ("import json, sys\n"
+            "seen = {}\n"
+            "def hook(event, args):\n"
+            "    if event == 'import' and args[0] in ('numpy', 'pyarrow') and args[0] not in seen:\n"
+            "        seen[args[0]] = [m for m in sys.modules if m.startswith('crawler.commands.')]\n"
+            "sys.addaudithook(hook)\n"
+            "from crawler.cli import _resolve\n"
+            "_resolve(sys.argv[1], False, True)\n"
+            "print(json.dumps({'seen': seen, 'loaded': [m for m in ('numpy', 'pyarrow') if m in sys.modules]}))")
+
+    def imports(target: str) -> dict:
+        out = subprocess.run([sys.executable, "-c", code, target], capture_output=True, text=True, check=True).stdout
+        return json.loads(out)
+
+    # Both loaded while no command module had started loading.
+    assert imports("cycle:cmd_crawl") == {"seen": {"pyarrow": [], "numpy": []}, "loaded": ["numpy", "pyarrow"]}
+    assert imports("checks:cmd_normalize_check") == {"seen": {}, "loaded": []}
