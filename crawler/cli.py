@@ -128,8 +128,8 @@ def _resolve(target: str, spark: bool, local: bool) -> Callable[[CrawlerConfig, 
         if module not in _LIGHT_MODULES:
             # pyarrow (and the numpy it loads) imported from here, a few frames deep, rather than ~30 imports
             # down the command module's: there numpy's typing modules call back and forth across the edge of
-            # a 16 kB chunk of CPython 3.11's frame stack, which it maps and unmaps at each crossing (838
-            # mmap/munmap pairs in a crawl's start-up; 35 from here; docs/benchmarks.md).
+            # a 16 kB chunk of CPython 3.11's frame stack, which it maps and unmaps at each crossing (837
+            # mmap/munmap pairs in a crawl's start-up; 12 with this import; docs/benchmarks.md).
             import pyarrow  # noqa: F401
         handler = getattr(importlib.import_module(f"crawler.commands.{module}"), name)
     if not spark:
