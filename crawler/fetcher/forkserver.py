@@ -94,8 +94,8 @@ def stop() -> None:
     """Stop the server ``warm_up`` started and the resource tracker started with it, and wait for them.
 
     Nothing to do where ``hand_over`` ended the server already (the pool ended the tracker as it forked).
-    Otherwise the server has reaped every pool process by now (a pool's ``close`` returns once the server told it each one's exit), so
-    their CPU still counts as the command's.
+    Otherwise the server has reaped every pool process by now (a pool's ``close`` returns once the server
+    told it each one's exit), so their CPU still counts as the command's.
     """
     if not _STATE["started"]:
         return

@@ -123,7 +123,7 @@ def test_crawls_pool_ends_between_fetches_with_its_server_and_no_tracker_runs_be
         assert asyncio.run(pool.parse(b"<p>one</p>", "http://h/", "text/html"))[0]["text"] == "one"
         pools.release()
         assert pools.pool is None
-        assert not any(Path(f"/proc/{pid}").exists() for pid in [*first, server])  # exited and reaped
+        assert all(_gone(pid) for pid in [*first, server])  # exited and reaped
         pool = pools.start("s2")
         second = [child.pid for child in pool._children]
         # Forks of a new server, which ended in turn: the first had gone with the first pool's start.
