@@ -384,7 +384,7 @@ def _apply_override(tree: dict[str, Any], override: str) -> None:
     if not sep or not key:
         raise ConfigError(f"config error: -D {override!r}: expected dotted.key=value")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = _read_yaml(raw) if raw.strip() else ""
     except (yaml.YAMLError, ValueError):  # ValueError: an integer over Python's 4300-digit limit
         value = raw
     node = tree
@@ -409,6 +409,24 @@ def _describe(error: ValidationError, tree: dict[str, Any], source: str) -> str:
     return f"config error ({source}): {path} = {value}: {reason}"
 
 
+def _read_yaml(text: str) -> Any:
+    """``yaml.safe_load(text)``, parsed by libyaml where it parses the same.
+
+    In a fresh process the shipped config.yaml takes the pure-Python parser 30.5 ms of a command's start,
+    libyaml 1.7 (medians of 9; 17 and 1.3 ms warm). The two build the same values from
+    every document both accept; libyaml also takes some tabs the pure parser refuses, so a text with a tab,
+    and a text libyaml refuses, go to the pure parser: it accepts or refuses them, with the error and line
+    users always saw.
+    """
+    fast = getattr(yaml, "CSafeLoader", None)  # None: PyYAML built without libyaml
+    if fast is not None and "\t" not in text:
+        try:
+            return yaml.load(text, Loader=fast)  # the safe loader, in C
+        except (yaml.YAMLError, ValueError):  # ValueError: a 5000-digit int, or a lone surrogate
+            pass
+    return yaml.safe_load(text)
+
+
 def load_config(path: Path | str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> CrawlerConfig:
     """Read ``path`` (default ``./config.yaml`` when present), apply ``-D`` overrides, validate.
 
@@ -420,7 +438,7 @@ def load_config(path: Path | str | None = None, overrides: list[str] | tuple[str
     source = str(file)
     if file.exists():
         try:
-            loaded = yaml.safe_load(file.read_text(encoding="utf-8"))
+            loaded = _read_yaml(file.read_text(encoding="utf-8"))
         except (yaml.YAMLError, ValueError, OSError) as exc:  # ValueError: bad UTF-8, or a 5000-digit int
             mark = getattr(exc, "problem_mark", None)
             where = f" line {mark.line + 1}" if mark is not None else ""

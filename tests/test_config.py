@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from crawler.config import CrawlerConfig, load_config
 from crawler.errors import ConfigError
@@ -72,6 +73,35 @@ class TestLoad:
         assert needle in str(info.value)
         assert str(path) in str(info.value)
         assert "\n" not in str(info.value)
+
+    @pytest.mark.parametrize(
+        ("yaml_text", "after_path"),
+        [
+            # libyaml takes this tab; the pure-Python parser, which decides, does not.
+            ("fetcher:\n  concurrency:\t5\n", " line 2: not valid YAML (ScannerError)"),
+            ("fetcher:\n  concurrency: 5\n bad: 1\n", " line 3: not valid YAML (ParserError)"),
+            ("fetcher: [1, 2\n", " line 2: not valid YAML (ParserError)"),
+            ("fetcher:\n  agent: \x01\n", ": not valid YAML (ReaderError)"),
+        ],
+    )
+    def test_yaml_errors_are_the_pure_parsers(self, tmp_path, yaml_text, after_path):
+        """config.yaml is parsed by libyaml when both parsers take it; what libyaml refuses, and a text with a
+        tab (which libyaml may take), go to the pure-Python parser, whose error and line users see."""
+        path = tmp_path / "config.yaml"
+        path.write_text(yaml_text)
+        with pytest.raises(ConfigError) as info:
+            load_config(path)
+        assert str(info.value) == f"config error: {path}{after_path}"
+
+    def test_yaml_values_are_the_pure_parsers(self):
+        """libyaml builds the pure-Python parser's values from the shipped config.yaml, and from anchors,
+        merge keys, quoting and the scalar types besides."""
+        if not hasattr(yaml, "CSafeLoader"):
+            pytest.skip("PyYAML built without libyaml: the pure-Python parser reads everything")
+        shipped = (ROOT / "config.yaml").read_text()
+        extra = "extra:\n  a: &x {b: 'c''d', e: [1, 2.5, null, yes, 0x1f, 2026-12-05]}\n  f:\n    <<: *x\n    g: ~\n"
+        for text in (shipped, shipped + extra):
+            assert yaml.load(text, Loader=yaml.CSafeLoader) == yaml.safe_load(text)
 
     def test_missing_explicit_file_is_an_error(self, tmp_path):
         """-c naming a file that does not exist is an error, not silently the defaults."""
