@@ -413,10 +413,9 @@ def _read_yaml(text: str) -> Any:
     """``yaml.safe_load(text)``, parsed by libyaml where it parses the same.
 
     In a fresh process the shipped config.yaml takes the pure-Python parser 30.5 ms of a command's start,
-    libyaml 1.7 (medians of 9; 17 and 1.3 ms warm). The two build the same values from
-    every document both accept; libyaml also takes some tabs the pure parser refuses, so a text with a tab,
-    and a text libyaml refuses, go to the pure parser: it accepts or refuses them, with the error and line
-    users always saw.
+    libyaml 1.7 (medians of 9; 17 and 1.3 ms warm). The two build the same values from every document both
+    accept; libyaml also takes some tabs the pure parser refuses, so a text with a tab, and a text libyaml
+    refuses, go to the pure parser: it accepts or refuses them, with the error and line users always saw.
     """
     fast = getattr(yaml, "CSafeLoader", None)  # None: PyYAML built without libyaml
     if fast is not None and "\t" not in text:
