@@ -154,6 +154,13 @@ class FetcherConfig(Section):
     # process uses ~0.4 of a core, so one parse process per core but one left a core part idle and made that
     # one process the limit (docs/benchmarks.md, "Parse processes on every core": the SciPy tree 8.3 -> 7.1 s).
     parse_processes: int = Field("auto", ge=0, le=256)  # type: ignore[assignment]
+    # How much lower the parse processes run than the fetch process (os.nice's increment, added to the
+    # command's own niceness; 0 = the same). The fetch process drives every request and hands the pages out,
+    # and on 2 cores it shares them with the parse processes: at the same priority it waited ~1.3 s for a
+    # core in a 5 s crawl of Boost's tree, preempted each time it woke a parse process. Lower, they get what
+    # it leaves: the seven real trees 3.3 % faster in all, Boost 9 % (docs/benchmarks.md, "The parse
+    # processes run at a lower priority").
+    parse_nice: int = Field(10, ge=0, le=19)
     # A pool's processes are forks of a server that did their imports at the command's start
     # (crawler/fetcher/forkserver.py): ready in ~60-200 ms for ~0.3 CPU s on the other cores. Started with
     # the first page it pays even on a crawl of a few hundred pages: the seven real trees, alternating,

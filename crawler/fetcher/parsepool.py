@@ -160,6 +160,7 @@ def _parse_worker(cfg: Any, jobs: Connection, replies: Connection, ready: Connec
     pages come fast, the wake-ups and pipe calls are shared.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the process group; the fetch process decides
+    lower_priority(cfg.fetcher.parse_nice)
     dispatch = ParserDispatch(cfg)
     max_outlinks = cfg.db.max_outlinks
     ready.send_bytes(b"")  # imports done: a fetch that parses in its own process meanwhile may hand pages over now
@@ -181,6 +182,19 @@ def _parse_worker(cfg: Any, jobs: Connection, replies: Connection, ready: Connec
         if since_trim >= _TRIM_EVERY or max(sizes) >= _TRIM_PAGE:
             trim()
             since_trim = 0
+
+
+def lower_priority(increment: int) -> None:
+    """Run this process ``increment`` nice levels below the one it was started at (``fetcher.parse_nice``).
+
+    The fetch process is woken by every response and every answer, and each page it hands out wakes a parse
+    process; at one priority the woken process often took the core from it. Lower, a parse process still
+    gets every cycle the fetch process leaves, and gives the core back as soon as the fetch process wakes.
+    Raising a niceness needs no privilege; where the platform has none, the processes run as they are.
+    """
+    if increment > 0 and hasattr(os, "nice"):
+        with contextlib.suppress(OSError):
+            os.nice(increment)
 
 
 def _job(dispatch: ParserDispatch, job: tuple[Any, ...], max_outlinks: int) -> Any:

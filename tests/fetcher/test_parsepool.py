@@ -104,6 +104,28 @@ class TestParsePool:
 
 
 
+@pytest.mark.parametrize("increment", [0, 7])
+def test_parse_processes_run_fetcher_parse_nice_levels_below_the_fetch_process(tmp_path, increment):
+    """Each parse process lowers its own priority by fetcher.parse_nice before it says it is ready (the fetch
+    process, woken by every response, then gets a core first); 0 leaves it at the fetch process's."""
+    cfg = make_cfg(tmp_path, "fetcher.parse_processes=2", f"fetcher.parse_nice={increment}")
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    with ParsePool(cfg, 2) as pool:
+        assert all(ready.poll(60) for ready in pool._ready)  # each one's "ready", sent after the change
+        nices = [os.getpriority(os.PRIO_PROCESS, child.pid) for child in pool._children]
+        rows = asyncio.run(pool.parse(HTML.format(n=1, m=2).encode(), "http://127.0.0.1/p1", "text/html"))
+    assert nices == [min(own + increment, 19)] * 2
+    assert rows[0]["text"] == "Hello world 1 next away"
+
+
+def test_parse_nice_bounds(tmp_path):
+    """A niceness goes from 0 to 19; raising a process's priority (a negative increment) needs privileges."""
+    assert make_cfg(tmp_path).fetcher.parse_nice == 10
+    for bad in ("-1", "20"):
+        with pytest.raises(Exception, match="parse_nice"):
+            make_cfg(tmp_path, f"fetcher.parse_nice={bad}")
+
+
 def test_a_parse_process_does_not_load_pyarrow(tmp_path):
     """Parquet is written by the fetch process (which has Arrow loaded for the webdb jobs anyway): a parse
     process without pyarrow is ~70 MB less resident, in every one of them (the peak memory of a crawl is the
