@@ -160,7 +160,7 @@ def _parse_worker(cfg: Any, jobs: Connection, replies: Connection, ready: Connec
     pages come fast, the wake-ups and pipe calls are shared.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the process group; the fetch process decides
-    lower_priority(cfg.fetcher.parse_nice)
+    _lower_priority(cfg.fetcher.parse_nice)
     dispatch = ParserDispatch(cfg)
     max_outlinks = cfg.db.max_outlinks
     ready.send_bytes(b"")  # imports done: a fetch that parses in its own process meanwhile may hand pages over now
@@ -184,7 +184,7 @@ def _parse_worker(cfg: Any, jobs: Connection, replies: Connection, ready: Connec
             since_trim = 0
 
 
-def lower_priority(increment: int) -> None:
+def _lower_priority(increment: int) -> None:
     """Run this process ``increment`` nice levels below the one it was started at (``fetcher.parse_nice``).
 
     The fetch process is woken by every response and every answer, and each page it hands out wakes a parse
