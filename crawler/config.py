@@ -158,8 +158,8 @@ class FetcherConfig(Section):
     # command's own niceness; 0 = the same). The fetch process drives every request and hands the pages out,
     # and on 2 cores it shares them with the parse processes: at the same priority it waited ~1.3 s for a
     # core in a 5 s crawl of Boost's tree (0.5-0.8 s with them at +10). Lower, they get what it leaves: the
-    # seven real trees 1.6-3.3 % faster in all at +10 and +15, Boost 9-10 % (docs/benchmarks.md, "The parse
-    # processes run at a lower priority").
+    # seven real trees 1.6-3.6 % faster in all at +10 and +15, those of small pages (Boost, libstdc++)
+    # 4-12 % (docs/benchmarks.md, "The parse processes run at a lower priority").
     parse_nice: int = Field(10, ge=0, le=19)
     # A pool's processes are forks of a server that did their imports at the command's start
     # (crawler/fetcher/forkserver.py): ready in ~60-200 ms for ~0.3 CPU s on the other cores. Started with
