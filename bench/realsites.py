@@ -17,6 +17,11 @@ real web; nothing of it may be queued, resolved or asked).
     make bench-realsites
     python3 bench/realsites.py [--tree DIR] [-D db.max_outlinks=5000 --label cap5000] [--only django,python]
     python3 bench/realsites.py --contenders wget,crawler --only more   # eight more HTML generators
+    python3 bench/realsites.py --contenders wget --only all --daemon   # the daemon on all fifteen at once
+
+--daemon also runs `crawler daemon` seeded with every wanted site's root at once, as a user runs the
+crawler, until it is idle with nothing due (every segment fetched and merged): each site's pages against
+wget's, its requests into the Disallow, and its wall and CPU against wget's crawls one site after another.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -267,8 +273,12 @@ def timed(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> tuple
     return proc.returncode, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
-def observe(server: Sites, run: Run, offset: int, addr: str, site: Site, agent: str) -> None:
+def observe(server: Sites, run: Run, offset: int, addr: str, site: Site, agent: str, one_site: bool = False) -> None:
+    """``run``'s requests from the access log past ``offset``: those of ``agent``, or (``one_site``, the
+    daemon crawling every site at once) those of ``agent`` to the site's address."""
     rows = server.requests_since(offset)
+    if one_site:
+        rows = [r for r in rows if r["addr"] == addr]
     # "-": nginx answered 400 before reading the headers (a request line it rejects, e.g. a bare "%").
     mine = [r for r in rows if agent in r["agent"] or r["agent"] == "-"]
     run.other_agents = len(rows) - len(mine)
@@ -340,6 +350,73 @@ def run_crawler(server: Sites, site: Site, addr: str, tag: str, args: argparse.N
     run.rounds = len(list((crawl / "segments").glob("*")))
     run.disallowed_known = sum(1 for r in rows if (urlsplit(r["url"]).path or "/").startswith(site.disallow))
     return run
+
+
+def run_daemon(server: Sites, sites: list[Site], tag: str, args: argparse.Namespace) -> tuple[float, float, dict[str, Run]]:
+    """`crawler daemon` seeded with every site's root at once, as a user runs the crawler: its wall and CPU to
+    its first ``daemon.idle`` with nothing due (every segment fetched and merged), and each site's requests.
+    The daemon logs at info for that event; it is then stopped with SIGTERM and must exit 0."""
+    work = WORK / f"daemon-{args.label}"
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "seeds").mkdir(parents=True)
+    (work / "seeds" / "roots.txt").write_text(
+        "".join(f"http://{address(KNOWN.index(site))}:{server.port}/\n" for site in sites))
+    tree = Path(args.tree).resolve()
+    cmd = [str(args.crawler), "daemon", "-c", str(tree / "config.yaml"), "-D", f"crawl_dir={work / 'crawl'}",
+           "-D", f"daemon.seeds={work / 'seeds'}", "-D", "metrics.listen=",
+           *[a if a != "log.level=warning" else "log.level=info" for a in crawl_settings(args.concurrency)],
+           "-D", "db.ignore_external_links=true", *[a for d in args.define for a in ("-D", d)]]
+    log = WORK / f"daemon-{args.label}-{tag}.log"
+    offset = server.log_size()
+    idle = '"reason": "nothing due"'
+    with open(log, "w") as out, open(log, errors="replace") as tail:
+        start = time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=out, cwd=WORK,
+                                env={**os.environ, **crawler_env(tree)})
+        wall, seen = None, ""
+        while wall is None:  # the log read as it grows: a whole read each time would take CPU from the crawl
+            time.sleep(0.05)
+            if proc.poll() is not None:
+                raise RuntimeError(f"the daemon exited ({proc.returncode}) before it was idle; see {log}")
+            seen = seen[-len(idle):] + tail.read()
+            if idle in seen:
+                wall = time.monotonic() - start
+        proc.send_signal(signal.SIGTERM)
+        _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"the daemon exited {os.waitstatus_to_exitcode(status)} on SIGTERM; see {log}")
+    if '"level": "error"' in log.read_text(errors="replace"):
+        raise RuntimeError(f"the daemon logged errors; see {log}")
+    runs = {}
+    for site in sites:
+        run = Run("daemon", wall, 0.0, usage.ru_maxrss / 1024, 0.0)
+        observe(server, run, offset, address(KNOWN.index(site)), site, "crawler/", one_site=True)
+        runs[site.name] = run
+    return wall, usage.ru_utime + usage.ru_stime, runs
+
+
+def daemon_report(results: dict[str, dict[str, Run]], runs: list[tuple[float, float, dict[str, Run]]],
+                  sites: list[Site]) -> list[str]:
+    """Each site's pages as the daemon found them, all sites crawled at once, against wget's one by one."""
+    wall = statistics.median(r[0] for r in runs)
+    cpu = statistics.median(r[1] for r in runs)
+    lines = ["| site | daemon's HTML pages | of wget's | missed | extra | disallowed requests | requests | foreign Host |",
+             "|---|---|---|---|---|---|---|---|"]
+    pages = common = wget_pages = 0
+    wget_wall = 0.0
+    for site in sites:
+        w, d = results[site.name]["wget"], runs[0][2][site.name]
+        shared = set(w.html) & set(d.html)
+        pages, common, wget_pages, wget_wall = pages + len(d.html), common + len(shared), wget_pages + len(w.html), wget_wall + w.wall
+        lines.append(f"| {site.name} | {len(d.html)} | {100 * len(shared) / len(w.html):.1f}% | {len(set(w.html) - shared)} "
+                     f"| {len(set(d.html) - shared)} | {len(d.disallowed)} | {d.requests} | {sum(d.foreign_hosts.values())} |")
+    lines += [f"{name}: {run.other_agents} requests from another client during the daemon's run"
+              for name, run in runs[0][2].items() if run.other_agents]
+    lines += ["", f"The daemon, every site at once: {pages} HTML pages ({100 * common / wget_pages:.1f}% of wget's) in "
+              f"{wall:.2f} s to its idle (median of {len(runs)}), {pages / wall:.0f} pages/s, "
+              f"{1000 * cpu / max(pages, 1):.2f} CPU s / 1000 pages; wget, one site after another: {wget_wall:.2f} s, "
+              f"{wget_pages / wget_wall:.0f} pages/s."]
+    return lines
 
 
 def run_scrapy(server: Sites, site: Site, addr: str, tag: str, args: argparse.Namespace) -> Run:
@@ -462,6 +539,8 @@ def main() -> None:
     parser.add_argument("--contenders", default="wget,crawler,scrapy",
                         help="wget is always run: it is the ground truth")
     parser.add_argument("--scrapy-python", type=Path, default=SCRAPY_PYTHON)
+    parser.add_argument("--daemon", action="store_true",
+                        help="after the sites one by one, `crawler daemon` on all of them at once (each --runs)")
     parser.add_argument("--only", default="core", help="sites by name, or core (the seven of the headline "
                         "figure), more (eight more HTML generators) or all")
     parser.add_argument("--runs", type=int, default=1, help="runs per contender, alternating; medians of times")
@@ -515,7 +594,10 @@ def main() -> None:
                           f"{len(run.disallowed)} disallowed"
                           + (f" {run.rounds} rounds, {run.left} URLs left" if run.rounds is not None else ""), flush=True)
             results[site.name] = {name: median_run(r) for name, r in runs.items()}
+        daemon_runs = [run_daemon(server, sites, str(i), args) for i in range(args.runs)] if args.daemon else []
     lines = report(results, sites, args.show)
+    if daemon_runs:
+        lines += ["", *daemon_report(results, daemon_runs, sites)]
     print("\n" + "\n".join(lines))
     out = WORK / f"results-{args.label}.json"
     tmp = out.with_suffix(".json.tmp")
@@ -529,6 +611,9 @@ def main() -> None:
                                      "cpu_per_1000": run.cpu_per_1000}
                               for name, run in results[s.name].items()}}
                   for s in sites},
+        "daemon": [{"wall": wall, "cpu": cpu, "sites": {name: {**asdict(run), "pages": len(run.html)}
+                                                         for name, run in runs.items()}}
+                   for wall, cpu, runs in daemon_runs],
         "table": lines,
     }, indent=1) + "\n")
     tmp.rename(out)
