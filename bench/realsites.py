@@ -131,6 +131,15 @@ SERVER = """  server {{
   }}"""
 
 
+def chosen(only: str) -> list[str]:
+    """The site names ``--only`` names: sites, or the groups core, more and all, comma-separated."""
+    wanted = [s.name for name in only.split(",") for s in GROUPS.get(name, [Site(name, "", "", "")])]
+    unknown = set(wanted) - {s.name for s in KNOWN}
+    if unknown:
+        raise SystemExit(f"--only: unknown site(s) {', '.join(sorted(unknown))}")
+    return wanted
+
+
 def address(index: int) -> str:
     return f"127.0.10.{index + 1}"
 
@@ -560,10 +569,7 @@ def main() -> None:
         raise SystemExit(f"{args.scrapy_python} is missing: run `make bench-realsites` (it builds the virtualenv)")
     if "crawler" in contenders and not args.crawler.exists():
         raise SystemExit(f"{args.crawler} is missing: run `make bench-realsites` (it builds the virtualenv)")
-    wanted = [s.name for name in args.only.split(",") for s in GROUPS.get(name, [Site(name, "", "", "")])]
-    unknown = set(wanted) - {s.name for s in KNOWN}
-    if unknown:
-        raise SystemExit(f"--only: unknown site(s) {', '.join(sorted(unknown))}")
+    wanted = chosen(args.only)
     WORK.mkdir(parents=True, exist_ok=True)
     if "crawler" in contenders:
         ensure_dependencies(args.crawler, Path(args.tree).resolve())

@@ -83,3 +83,35 @@ def test_tree_sampler_sums_the_rss_of_every_process_below_the_root():
     assert sampler.peak_processes == 2  # the holder and its fork; the launcher left out
     assert total >= 80 * 2**20
     assert sampler.peak_bytes == total
+
+
+def test_realsites_only_takes_sites_and_groups():
+    import realsites
+
+    assert realsites.chosen("core") == [s.name for s in realsites.SITES]
+    assert realsites.chosen("django,apache") == ["django", "apache"]
+    assert realsites.chosen("all") == [s.name for s in realsites.KNOWN] and len(realsites.KNOWN) == 15
+    with pytest.raises(SystemExit, match="unknown site"):
+        realsites.chosen("more,nosuch")
+
+
+def test_realsites_counts_the_daemons_requests_site_by_site():
+    """The daemon crawls every site at once: a site's requests, Disallow hits and pages are those to its address."""
+    import realsites
+
+    def row(addr, path, status=200, ctype="text/html", host=None):
+        return {"t": 0.0, "addr": addr, "host": host or addr, "method": "GET", "path": path, "status": status,
+                "type": ctype, "agent": "crawler/0.1"}
+
+    class Log:
+        def requests_since(self, offset):
+            return [row("127.0.10.1", "/a.html"), row("127.0.10.1", "/private/x.html", 404),
+                    row("127.0.10.2", "/private/y.html"), row("127.0.10.2", "/b.html", host="elsewhere")]
+
+    site = Site("one", "pkg", "html", "/private/")
+    run = realsites.Run("daemon", 1.0, 0.0, 0.0, 0.0)
+    realsites.observe(Log(), run, 0, "127.0.10.1", site, "crawler/", one_site=True)
+    assert (run.requests, run.html, run.disallowed, run.foreign_hosts) == (2, ["/a.html"], ["/private/x.html"], {})
+    other = realsites.Run("daemon", 1.0, 0.0, 0.0, 0.0)
+    realsites.observe(Log(), other, 0, "127.0.10.2", site, "crawler/", one_site=True)
+    assert other.html == ["/b.html", "/private/y.html"] and other.foreign_hosts == {"elsewhere": 1}
