@@ -361,6 +361,9 @@ def run_crawler(server: Sites, site: Site, addr: str, tag: str, args: argparse.N
     return run
 
 
+_DAEMON_LIMIT = 1800  # s: a daemon that never gets idle (a URL always due again) must not hang the bench
+
+
 def run_daemon(server: Sites, sites: list[Site], tag: str, args: argparse.Namespace) -> tuple[float, float, dict[str, Run]]:
     """`crawler daemon` seeded with every site's root at once, as a user runs the crawler: its wall and CPU to
     its first ``daemon.idle`` with nothing due (every segment fetched and merged), and each site's requests.
@@ -387,6 +390,10 @@ def run_daemon(server: Sites, sites: list[Site], tag: str, args: argparse.Namesp
             time.sleep(0.05)
             if proc.poll() is not None:
                 raise RuntimeError(f"the daemon exited ({proc.returncode}) before it was idle; see {log}")
+            if time.monotonic() - start > _DAEMON_LIMIT:
+                proc.kill()
+                proc.wait()
+                raise RuntimeError(f"the daemon was not idle after {_DAEMON_LIMIT} s; see {log}")
             seen = seen[-len(idle):] + tail.read()
             if idle in seen:
                 wall = time.monotonic() - start
