@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from crawlargs import crawler_env, log_time  # noqa: E402
 from proctree import BusySampler  # noqa: E402
-from realsites import CRAWLER, ROOT, SITES, WORK, Sites, address, crawl_command, prepare  # noqa: E402
+from realsites import CRAWLER, ROOT, SITES, WORK, Sites, address, at_info, crawl_command, prepare  # noqa: E402
 
 # Each phase ends with the first event named (the log's own timestamps); the rest runs to the process's end.
 PHASES = [("start-up", "inject.done"), ("generate", "generate.done"), ("fetch set-up", "fetch.start"),
@@ -47,7 +47,7 @@ PHASES = [("start-up", "inject.done"), ("generate", "generate.done"), ("fetch se
 def one_crawl(tree: Path, seed: str, tag: str, args: argparse.Namespace, own: list[str]) -> dict[str, float]:
     crawl = WORK / f"phases-{tag}"
     settings = argparse.Namespace(**{**vars(args), "define": [*args.define, *own]})
-    cmd = [a if a != "log.level=warning" else "log.level=info" for a in crawl_command(CRAWLER, tree, crawl, seed, settings)]
+    cmd = at_info(crawl_command(CRAWLER, tree, crawl, seed, settings))
     log = crawl.with_suffix(".log")
     with BusySampler() as sampler, open(log, "w") as err:
         started = time.time()

@@ -328,8 +328,19 @@ def crawl_command(crawler: Path, tree: Path, crawl: Path, seed: str, args: argpa
     seeds = crawl.with_suffix(".seeds")
     seeds.write_text(seed + "\n")
     return [str(crawler), "crawl", "--seeds", str(seeds), "--rounds", str(args.rounds), "--top-n", "10000000",
-            "-c", str(tree / "config.yaml"), "-D", f"crawl_dir={crawl}", *crawl_settings(args.concurrency),
+            *bench_config(tree, crawl, args)]
+
+
+def bench_config(tree: Path, crawl: Path, args: argparse.Namespace) -> list[str]:
+    """Every crawler run's config arguments: ``tree``'s config.yaml, crawl_dir ``crawl``, and the loopback
+    bench's settings only (the same for every run, crawl or daemon), with the experiment's -D values."""
+    return ["-c", str(tree / "config.yaml"), "-D", f"crawl_dir={crawl}", *crawl_settings(args.concurrency),
             "-D", "db.ignore_external_links=true", *[a for d in args.define for a in ("-D", d)]]
+
+
+def at_info(cmd: list[str]) -> list[str]:
+    """``cmd`` logging at info instead of the bench's warning: for a run read from its own log's events."""
+    return [a if a != "log.level=warning" else "log.level=info" for a in cmd]
 
 
 def run_crawler(server: Sites, site: Site, addr: str, tag: str, args: argparse.Namespace) -> Run:
@@ -374,10 +385,8 @@ def run_daemon(server: Sites, sites: list[Site], tag: str, args: argparse.Namesp
     (work / "seeds" / "roots.txt").write_text(
         "".join(f"http://{address(KNOWN.index(site))}:{server.port}/\n" for site in sites))
     tree = Path(args.tree).resolve()
-    cmd = [str(args.crawler), "daemon", "-c", str(tree / "config.yaml"), "-D", f"crawl_dir={work / 'crawl'}",
-           "-D", f"daemon.seeds={work / 'seeds'}", "-D", "metrics.listen=",
-           *[a if a != "log.level=warning" else "log.level=info" for a in crawl_settings(args.concurrency)],
-           "-D", "db.ignore_external_links=true", *[a for d in args.define for a in ("-D", d)]]
+    cmd = at_info([str(args.crawler), "daemon", "-D", f"daemon.seeds={work / 'seeds'}", "-D", "metrics.listen=",
+                   *bench_config(tree, work / "crawl", args)])  # the experiment's -D values last: they win
     log = WORK / f"daemon-{args.label}-{tag}.log"
     offset = server.log_size()
     idle = '"reason": "nothing due"'
