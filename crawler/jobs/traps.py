@@ -270,12 +270,16 @@ def unfollow_duplicates(con: Any, cfg: CrawlerConfig, old_pages: str, old_links:
         con.create_table("unfollowed", "SELECT url FROM unfollow_candidates")
         return
     # The linking page may be of this update too: a fetch that follows outlinks (fetcher.follow_depth) fetches
-    # a trap's first page and the pages it links to in one segment.
+    # a trap's first page and the pages it links to in one segment. Its outlinks are first narrowed to those
+    # into a candidate (what the correlation asks anyway): left to the planner, every kept outlink went
+    # through the join with ``fetched`` first (at 10M URLs, 2.4 s of this statement's 2.7; 1.4 s with it).
     con.create_table("unfollowed", f"""
         SELECT c.url FROM unfollow_candidates c
         WHERE EXISTS (SELECT 1 FROM {old_links} l JOIN {old_pages} z ON z.url = l.from_url
                       WHERE l.to_url = c.url AND z.digest = c.digest AND z.url <> c.url)
-           OR EXISTS (SELECT 1 FROM kept_links n JOIN fetched z ON z.url = n.from_url
+           OR EXISTS (SELECT 1 FROM (SELECT from_url, to_url FROM kept_links
+                                     WHERE to_url IN (SELECT url FROM unfollow_candidates)) n
+                      JOIN fetched z ON z.url = n.from_url
                       WHERE n.to_url = c.url AND z.digest = c.digest AND n.from_url <> c.url)""")
 
 
