@@ -272,7 +272,8 @@ def unfollow_duplicates(con: Any, cfg: CrawlerConfig, old_pages: str, old_links:
     # The linking page may be of this update too: a fetch that follows outlinks (fetcher.follow_depth) fetches
     # a trap's first page and the pages it links to in one segment. Its outlinks are first narrowed to those
     # into a candidate (what the correlation asks anyway): left to the planner, every kept outlink went
-    # through the join with ``fetched`` first (at 10M URLs, 2.4 s of this statement's 2.7; 1.4 s with it).
+    # through the join with ``fetched``, whose hash table was updatedb's peak at 10M URLs (the statement
+    # 2.4-2.7 s and the job 2.54 GB then, 1.4-1.5 s and 2.37 GB now; docs/benchmarks.md).
     con.create_table("unfollowed", f"""
         SELECT c.url FROM unfollow_candidates c
         WHERE EXISTS (SELECT 1 FROM {old_links} l JOIN {old_pages} z ON z.url = l.from_url
