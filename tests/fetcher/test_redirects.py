@@ -136,7 +136,8 @@ class TestResumedSegment:
 class TestRecentTaken:
     @pytest.mark.parametrize("puts", [10, 99, 100, 101, 1_000, 12_345])
     def test_remembers_at_least_the_last_half_and_never_more_than_size(self, puts):
-        """The taken-URL memory of a fetch keeps the newest size/2 keys at least, and no key older than size puts."""
+        """RecentKeys (in-round following's memories; the taken URLs were kept so until CompactKeys) keeps the
+        newest size/2 keys at least, and no key older than size puts."""
         recent = RecentKeys(100)
         for key in range(puts):
             recent.put(key, key % 2 == 0)
