@@ -38,6 +38,9 @@ PAGES = pa.schema(
 
 LINKS = pa.schema([("from_url", pa.string()), ("to_url", pa.string()), ("anchor", pa.string())])
 
+# The link database's rows (crawler/jobs/invertlinks.py), sorted by to_url within each bucket.
+INLINKS = pa.schema([("to_url", pa.string()), ("from_url", pa.string()), ("anchor", pa.string())])
+
 FETCHLIST = pa.schema(
     [
         ("url", pa.string()),

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from crawler.config import JobsConfig
 from crawler.errors import ConfigError, StorageError
 from crawler.fsutil import publish, remove_tree, temp_path_for
+from crawler.jobs.encodings import writer_options
 from crawler.jobs.sql import duck_type, sql_string
 
 # Moved to sql.py; fetcher/known.py and daemon/outlook.py still import them from here.
@@ -161,7 +162,7 @@ def copy_to_parquet(con: duckdb.DuckDBPyConnection, query: str, dest: Path, sche
     temp = temp_path_for(dest)
     rows = 0
     try:
-        with pq.ParquetWriter(temp, schema) as writer:
+        with pq.ParquetWriter(temp, schema, **writer_options(schema)) as writer:
             for group in _row_groups(arrow_batches(con, query, _FETCH_BATCH)):
                 # Cast only when DuckDB's types differ: the first cast in a process costs ~40 ms
                 # (pyarrow's compute functions load), and the jobs' typed SELECTs mostly match already.

@@ -34,8 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from crawler.config import CrawlerConfig
 from crawler.errors import StorageError
 from crawler.jobs.engine import JobEngine, first_line, open_engine
@@ -49,12 +47,11 @@ from crawler.jobs.sql import (
     segment_source,
     typed_columns,
 )
-from crawler.models import FETCHER, PARSE_DATA, FetchStatus
+from crawler.models import FETCHER, INLINKS, PARSE_DATA, FetchStatus
 from crawler.segments.layout import Segment, list_segments, part_name, require_fetched
 from crawler.urls.filters import check_sql_patterns, filter_sql
 from crawler.webdb.store import Version, VersionedStore
 
-INLINKS = pa.schema([("to_url", pa.string()), ("from_url", pa.string()), ("anchor", pa.string())])
 MAX_BUCKETS = 1 << 16  # the bucket number comes from 16 bits of MD5
 _PART = re.compile(r"^part-(\d+)")
 

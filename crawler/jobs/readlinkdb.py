@@ -14,7 +14,8 @@ import duckdb
 from crawler.config import CrawlerConfig
 from crawler.errors import UsageError, WebDbError
 from crawler.jobs.engine import connect, iter_dicts, parquet_source
-from crawler.jobs.invertlinks import INLINKS, inlink_parts, linkdb_store
+from crawler.jobs.invertlinks import inlink_parts, linkdb_store
+from crawler.models import INLINKS
 from crawler.urls.normalize import InvalidUrl, Normalizer
 
 _GROUPED = """SELECT to_url AS url, list({{'from_url': from_url, 'anchor': anchor}} ORDER BY from_url) AS inlinks

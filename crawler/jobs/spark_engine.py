@@ -36,6 +36,7 @@ from pyspark.sql import types as T
 from sqlglot.errors import SqlglotError
 
 from crawler.fsutil import TEMP_PREFIX, publish, remove_tree
+from crawler.jobs.encodings import writer_options
 from crawler.jobs.engine import part_batches
 from crawler.jobs.spark_sql import to_spark
 from crawler.segments.layout import part_name
@@ -133,6 +134,8 @@ def _part_writer(
     ``folder`` is a local path, or with ``bucket`` a key prefix there (the object appears when closed).
     """
 
+    options = writer_options(schema)
+
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         partition = TaskContext.get().partitionId()
         path = f"{folder}/{part_name(partition)}"
@@ -141,7 +144,7 @@ def _part_writer(
             if batch.num_rows:
                 if writer is None:
                     sink = bucket.filesystem().open_output_stream(bucket.path(path)) if bucket else None
-                    writer = pq.ParquetWriter(sink or path, schema)
+                    writer = pq.ParquetWriter(sink or path, schema, **options)
                 writer.write_table(pa.Table.from_batches([batch]).cast(schema))
                 rows += batch.num_rows
         if writer is not None:

@@ -26,10 +26,10 @@ from crawler.config import CrawlerConfig
 from crawler.errors import StorageError
 from crawler.fsutil import TEMP_PREFIX, atomic_write_text, remove_tree, swap_dirs
 from crawler.jobs.engine import JobEngine, first_line, open_engine
-from crawler.jobs.invertlinks import INLINKS, inlink_parts, linkdb_store
+from crawler.jobs.invertlinks import inlink_parts, linkdb_store
 from crawler.jobs.progress import JobProgress
 from crawler.jobs.sql import typed_columns
-from crawler.models import FETCHER, PAGES
+from crawler.models import FETCHER, INLINKS, PAGES
 from crawler.segments.layout import SUCCESS, Segment, require_fetched
 from crawler.webdb.store import Version, VersionedStore, exclusive_lock
 

@@ -12,7 +12,6 @@ import structlog
 from crawler.errors import SegmentError, WebDbError
 from crawler.jobs.engine import open_engine
 from crawler.jobs.invertlinks import (
-    INLINKS,
     bucket_count,
     hash_sql,
     inlink_parts,
@@ -22,6 +21,7 @@ from crawler.jobs.invertlinks import (
 )
 from crawler.jobs.readlinkdb import dump_linkdb, inlinks_of
 from crawler.jobs.sql import sql_string
+from crawler.models import INLINKS
 
 from .conftest import T1, fetch, make_cfg, page, parse, write_db, write_parquet
 

@@ -1,0 +1,45 @@
+"""How the jobs encode each table's columns in Parquet: which get a dictionary, which min/max statistics.
+
+pyarrow's writer, left to itself, tries a dictionary for every column and keeps min/max statistics for
+every column. Two of those choices cost CPU for nothing on the webdb's and linkdb's tables:
+
+- a column whose values are nearly all distinct in a row group (a page's URL, its digest) fills the
+  dictionary's 1 MB page and is then written plain all the same: the hashing was wasted;
+- a string column in no order gets statistics that let no reader skip a row group (every row group's
+  range spans nearly the whole alphabet), yet the writer compares every value to keep them.
+
+At 10M URLs (bench/bench_webdb.py) the writer runs on the job's thread while DuckDB computes the next
+rows, so its CPU is the steps' wall: updatedb's pages and links cost ~25 % less to encode this way
+(docs/benchmarks.md). A column keeps its dictionary where real crawls repeat values in it: outlink
+targets (navigation links), hosts, statuses. Tables not listed here are written with pyarrow's defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from crawler.models import INLINKS, LINKS, PAGES
+
+# Per table: the columns written without a dictionary, and those written without statistics.
+_PLAIN: dict[pa.Schema, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # In no order (updatedb does not sort them); score and simhash are floats and hashes that rarely repeat.
+    PAGES: (("url", "digest", "score", "simhash"), ("url", "digest", "etag")),
+    # In no order either. to_url keeps its dictionary: a site's pages link the same pages in each row group.
+    LINKS: ((), ("from_url", "to_url", "anchor")),
+    # Sorted by to_url in each bucket: its statistics let a lookup by URL (readlinkdb --url) skip row groups.
+    INLINKS: ((), ("from_url", "anchor")),
+}
+
+
+def writer_options(schema: pa.Schema) -> dict[str, Any]:
+    """Keyword arguments for ``pyarrow.parquet.ParquetWriter`` writing a table of ``schema``."""
+    plain = _PLAIN.get(schema)
+    if plain is None:
+        return {}
+    no_dictionary, no_statistics = plain
+    return {
+        "use_dictionary": [name for name in schema.names if name not in no_dictionary],
+        "write_statistics": [name for name in schema.names if name not in no_statistics],
+    }
