@@ -237,3 +237,22 @@ def test_big_pages_are_parsed_one_at_a_time(tmp_path):
     assert all(a[2] == "success" for a in answers) and waiting == 0
     assert grown[first.pid] > 15, grown  # a big page's tree, in the first process
     assert grown[second.pid] < 8, grown  # small pages only
+
+
+def test_pages_go_to_the_process_with_least_given_and_unanswered(tmp_path):
+    """Pages handed over in one turn of the loop (before any is written to a pipe) alternate between the two
+    processes: what waits in a process's queue counts as much as what its pipe holds."""
+    cfg = make_cfg(tmp_path, "fetcher.parse_processes=2")
+    body = ("<html><body>" + "<p>words and more words</p>" * 8000 + "</body></html>").encode()  # ~200 kB
+
+    async def hand_over(pool: ParsePool) -> tuple[list[int], list]:
+        sent = [asyncio.ensure_future(pool.parse(body, f"http://127.0.0.1/p{i}", "text/html")) for i in range(12)]
+        await asyncio.sleep(0)  # the calls ran; their pipes are written on the next turn
+        given = [link.in_pipe + link.waiting for link in pool._parsers]
+        return given, await asyncio.gather(*sent)
+
+    with ParsePool(cfg, 2) as pool:
+        given, answers = asyncio.run(hand_over(pool))
+        left = [link.in_pipe + link.waiting for link in pool._parsers]
+    assert given[0] == given[1] > 5 * len(body), given  # six pages each
+    assert all(a[2] == "success" for a in answers) and left == [0, 0]
