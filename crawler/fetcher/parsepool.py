@@ -76,8 +76,9 @@ class PageAnswer(NamedTuple):
 # A pipe this large (Linux's default /proc/sys/fs/pipe-max-size) holds ~30 pages of ~30 kB: the fetch
 # process never sends more than it holds, so a send never blocks the event loop.
 _PIPE_BYTES = 1 << 20
-# How much more than the least loaded parse process the last one picked may have and still get the next page.
-_STICKY = 256 << 10
+# How much more than the least loaded parse process the last one picked may have and still get the next page:
+# a pipe's worth (the seven real trees: 256 kB 23.93 s, 1 MB 23.56, 4 MB no better and the cores less busy).
+_STICKY = _PIPE_BYTES
 _MAX_BATCH = 32
 # A parse process hands its freed heap back to the kernel after a batch with a page this large, or once
 # this many bytes were parsed since it last did: the tree of a 2.5 MB page left ~33 MB resident in the
@@ -440,9 +441,9 @@ class ParsePool:
         # waits in its queue. Counted by the pipe alone, a process with a long queue behind a full pipe looked no
         # busier than one with nothing queued and got more (Django's tree: one process 0.98 CPU s, the other
         # 0.53, the cores 86 % busy in the fetch). The last process picked keeps getting pages until it has
-        # _STICKY more than the least loaded: handing pages out one by one in turn cost CPU (each process woken
-        # for fewer pages a write, each answer carrying fewer), and the seven real trees took 5.5 % less wall
-        # with this than by the pipe alone (docs/benchmarks.md).
+        # _STICKY more than the least loaded: handed out in turn, page by page, the same pages cost more CPU
+        # (likely each process woken for fewer pages a write, each answer carrying fewer). With 256 kB the seven
+        # real trees took 5.5 % less wall than by the pipe alone (docs/benchmarks.md).
         least = min(live, key=_load)
         last = self._last
         if last is not None and not last.dead and _load(last) <= _load(least) + _STICKY:
