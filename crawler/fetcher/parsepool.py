@@ -76,9 +76,6 @@ class PageAnswer(NamedTuple):
 # A pipe this large (Linux's default /proc/sys/fs/pipe-max-size) holds ~30 pages of ~30 kB: the fetch
 # process never sends more than it holds, so a send never blocks the event loop.
 _PIPE_BYTES = 1 << 20
-# How much more than the least loaded parse process the last one picked may have and still get the next page:
-# a pipe's worth (the seven real trees: 256 kB 23.93 s, 1 MB 23.56, 4 MB no better and the cores less busy).
-_STICKY = _PIPE_BYTES
 _MAX_BATCH = 32
 # A parse process hands its freed heap back to the kernel after a batch with a page this large, or once
 # this many bytes were parsed since it last did: the tree of a 2.5 MB page left ~33 MB resident in the
@@ -360,11 +357,6 @@ class _Link:
         self.futures, self.queued, self.sizes, self.in_pipe, self.waiting = {}, deque(), {}, 0, 0
 
 
-def _load(link: _Link) -> int:
-    """The bytes a parse process was given and has not answered."""
-    return link.in_pipe + link.waiting
-
-
 class ParsePool:
     """Parse processes; ``await pool.page(...)`` / ``await pool.parse(...)`` from any event loop."""
 
@@ -376,7 +368,6 @@ class ParsePool:
         forkserver.ensure_running()
         context = forkserver.context()
         self._keys = itertools.count()
-        self._last: _Link | None = None  # where the last page went
         # A pipe each, not a multiprocessing Event: a pool then holds no semaphore, which the resource tracker
         # would follow (forkserver.stop ends the tracker between rounds).
         self._ready: list[Connection] = []
@@ -437,19 +428,13 @@ class ParsePool:
             raise _broken("every parse process died")
         if size >= _BIG_PAGE:
             return live[0]
-        # Its load is all it was given and has not answered: its pipe holds at most _PIPE_BYTES and the rest
-        # waits in its queue. Counted by the pipe alone, a process with a long queue behind a full pipe looked no
-        # busier than one with nothing queued and got more (Django's tree: one process 0.98 CPU s, the other
-        # 0.53, the cores 86 % busy in the fetch). The last process picked keeps getting pages until it has
-        # _STICKY more than the least loaded: handed out in turn, page by page, the same pages cost more CPU
-        # (likely each process woken for fewer pages a write, each answer carrying fewer). With 256 kB the seven
-        # real trees took 5.5 % less wall than by the pipe alone (docs/benchmarks.md).
-        least = min(live, key=_load)
-        last = self._last
-        if last is not None and not last.dead and _load(last) <= _load(least) + _STICKY:
-            return last
-        self._last = least
-        return least
+        # All it was given and has not answered: its pipe holds at most _PIPE_BYTES and the rest waits in its
+        # queue. Counted by the pipe alone, a process with a long queue behind a full pipe looked no busier than
+        # one with nothing queued, and got more: in a crawl of Django's tree one parse process did 0.98 CPU s and
+        # the other 0.53, the two cores 88 % busy in the fetch (96 % since). Keeping the last process picked
+        # until it had 256 kB or 1 MB more than the other was faster on single trees but slower on the
+        # real-page web, where it left one process short of work (docs/benchmarks.md).
+        return min(live, key=lambda link: link.in_pipe + link.waiting)
 
     def close(self) -> None:
         for link in self._parsers:

@@ -13,7 +13,7 @@ from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
 from crawler.config import usable_cores
-from crawler.fetcher.parsepool import _STICKY, ParsePool
+from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.service import fetch_segment
 from crawler.segments.layout import Segment
 from tests.fetcher.conftest import make_cfg, make_segment, page, read_rows, redirect, robots
@@ -240,9 +240,8 @@ def test_big_pages_are_parsed_one_at_a_time(tmp_path):
 
 
 def test_pages_go_to_the_process_with_least_given_and_unanswered(tmp_path):
-    """Pages handed over in one turn of the loop (before any is written to a pipe) are shared by the two processes:
-    what waits in a process's queue counts as much as what its pipe holds. The last process picked keeps getting
-    pages while it has at most _STICKY bytes more than the other."""
+    """Pages handed over in one turn of the loop (before any is written to a pipe) alternate between the two
+    processes: what waits in a process's queue counts as much as what its pipe holds."""
     cfg = make_cfg(tmp_path, "fetcher.parse_processes=2")
     body = ("<html><body>" + "<p>words and more words</p>" * 8000 + "</body></html>").encode()  # ~200 kB
 
@@ -255,6 +254,5 @@ def test_pages_go_to_the_process_with_least_given_and_unanswered(tmp_path):
     with ParsePool(cfg, 2) as pool:
         given, answers = asyncio.run(hand_over(pool))
         left = [link.in_pipe + link.waiting for link in pool._parsers]
-    assert min(given) > 4 * len(body), given  # of 12 pages
-    assert abs(given[0] - given[1]) <= _STICKY + 2 * len(body), given
+    assert given[0] == given[1] > 5 * len(body), given  # six pages each
     assert all(a[2] == "success" for a in answers) and left == [0, 0]
