@@ -88,7 +88,7 @@ def report(pending: _Pending, served: str, runs: int, parquet: bool) -> None:
         if parquet:
             rows += [
                 ("  parse_text Parquet", lambda: write_parquet(pending.parse_text, PARSE_TEXT, folder / "t.parquet",
-                                                               dictionary=False, slice_by="text"), "t.parquet"),
+                                                               slice_by="text"), "t.parquet"),
                 ("  parse_data Parquet", lambda: write_parquet(pending.parse_data, PARSE_DATA, folder / "d.parquet"),
                  "d.parquet"),
                 ("  fetcher Parquet", lambda: write_parquet(pending.fetcher, FETCHER, folder / "f.parquet"), "f.parquet"),

@@ -15,7 +15,7 @@ from pathlib import Path
 CRAWLER = Path(__file__).resolve().parent.parent / "crawler"
 
 LAYERS = [
-    "errors", "units", "crawldir", "fsutil", "memory", "pandas_probe", "arrow_filesystems", "plugins", "statuses", "models", "config", "log", "protocols", "urls", "webdb",
+    "errors", "units", "crawldir", "fsutil", "memory", "pandas_probe", "arrow_filesystems", "plugins", "statuses", "models", "parquet_encoding", "config", "log", "protocols", "urls", "webdb",
     "segments", "parsers", "storage", "jobs", "fetcher", "metrics", "daemon", "commands", "cli",
     # Not part of the crawler proper: the demo and test site server, and `python -m crawler`.
     "devserver", "__main__",

@@ -18,12 +18,12 @@ import pyarrow.parquet as pq
 from crawler.config import JobsConfig
 from crawler.errors import ConfigError, StorageError
 from crawler.fsutil import publish, remove_tree, temp_path_for
-from crawler.jobs.encodings import writer_options
 from crawler.jobs.sql import duck_type, sql_string
 
 # Moved to sql.py; fetcher/known.py and daemon/outlook.py still import them from here.
 from crawler.jobs.sql import sql_literal as sql_literal
 from crawler.jobs.sql import utc_naive as utc_naive
+from crawler.parquet_encoding import writer_options
 
 _databases: dict[tuple[int, str, str], duckdb.DuckDBPyConnection] = {}
 _databases_lock = threading.Lock()

@@ -36,9 +36,9 @@ from pyspark.sql import types as T
 from sqlglot.errors import SqlglotError
 
 from crawler.fsutil import TEMP_PREFIX, publish, remove_tree
-from crawler.jobs.encodings import writer_options
 from crawler.jobs.engine import part_batches
 from crawler.jobs.spark_sql import to_spark
+from crawler.parquet_encoding import writer_options
 from crawler.segments.layout import part_name
 from crawler.storage.bucket_io import BucketAccess, BucketIO
 from crawler.storage.references import write_reference

@@ -27,6 +27,7 @@ from warcio.warcwriter import WARCWriter
 
 from crawler.fsutil import atomic_output
 from crawler.models import FETCHER, PARSE_DATA, PARSE_TEXT
+from crawler.parquet_encoding import writer_options
 from crawler.protocols.base import Response
 from crawler.segments.held import held_size
 from crawler.segments.layout import FETCH_OUTPUTS, Segment, commit_number, part_name, partition_prefix
@@ -55,19 +56,17 @@ def _slices(rows: list[dict[str, Any]], column: str | None) -> list[list[dict[st
     return slices
 
 
-def write_parquet(rows: list[dict[str, Any]], schema: pa.Schema, path: Path, dictionary: bool = True,
-                  slice_by: str | None = None) -> None:
+def write_parquet(rows: list[dict[str, Any]], schema: pa.Schema, path: Path, slice_by: str | None = None) -> None:
     """``slice_by``: a column of big text values; the rows are then written in slices, a row group each."""
     with atomic_output(path) as temp, pq.ParquetWriter(temp, schema, compression="zstd",
-                                                       use_dictionary=dictionary) as writer:
+                                                       **writer_options(schema)) as writer:
         for part in _slices(rows, slice_by):
             writer.write_table(pa.Table.from_pylist(part, schema=schema))
 
 
 def write_parse_text(rows: list[dict[str, Any]], path: Path) -> None:
     """A parse_text part, as the fetcher and `parse` both write it."""
-    # Page texts never repeat: a dictionary page would be built and thrown away (~5 us a row).
-    write_parquet(rows, PARSE_TEXT, path, dictionary=False, slice_by="text")
+    write_parquet(rows, PARSE_TEXT, path, slice_by="text")
 
 
 @dataclass(slots=True)

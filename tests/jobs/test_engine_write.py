@@ -1,5 +1,5 @@
 """copy_to_parquet writes exactly the given schema, whether DuckDB's result types match it or need a cast, and each
-table's columns encoded as crawler/jobs/encodings.py declares."""
+table's columns encoded as crawler/parquet_encoding.py declares."""
 
 from __future__ import annotations
 

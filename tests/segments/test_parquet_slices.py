@@ -14,7 +14,7 @@ def test_sliced_text_reads_back_whole(tmp_path):
     rows = [{"url": f"http://a.example/{i}", "text": ch * 1_500_000} for i, ch in enumerate("abc")]
     rows.append({"url": "http://a.example/empty", "text": "caf\u00e9 \u2019"})
     path = tmp_path / "part-00000-00000.parquet"
-    write_parquet(rows, PARSE_TEXT, path, dictionary=False, slice_by="text")
+    write_parquet(rows, PARSE_TEXT, path, slice_by="text")
     assert pq.read_table(path).to_pylist() == rows
     assert pq.read_schema(path) == PARSE_TEXT
     assert pq.ParquetFile(path).metadata.num_row_groups == 2

@@ -74,6 +74,8 @@ def test_parse_text_round_trips_without_dictionary(tmp_path):
     """parse_text rows written without a dictionary page read back unchanged, non-ASCII and empty text included."""
     rows = [{"url": f"http://a.example/{i}", "text": t} for i, t in enumerate(["", "caf\u00e9 \u2019x\u2019", "w " * 9000])]
     path = tmp_path / "part-00000-00000.parquet"
-    write_parquet(rows, PARSE_TEXT, path, dictionary=False)
+    write_parquet(rows, PARSE_TEXT, path)
     assert pq.read_table(path).to_pylist() == rows
     assert pq.read_schema(path) == PARSE_TEXT
+    group = pq.ParquetFile(path).metadata.row_group(0)  # crawler/parquet_encoding.py: no column gets a dictionary
+    assert not any("DICTIONARY" in e for i in range(group.num_columns) for e in group.column(i).encodings)

@@ -1,16 +1,17 @@
-"""How the jobs encode each table's columns in Parquet: which get a dictionary, which min/max statistics.
+"""How each table's columns are encoded in Parquet: which get a dictionary, which min/max statistics.
 
 pyarrow's writer, left to itself, tries a dictionary for every column and keeps min/max statistics for
-every column. Two of those choices cost CPU for nothing on the webdb's and linkdb's tables:
+every column. Two of those choices cost CPU for nothing on some tables:
 
-- a column whose values are nearly all distinct in a row group (a page's URL, its digest) fills the
-  dictionary's 1 MB page and is then written plain all the same: the hashing was wasted;
+- a column whose values are nearly all distinct in a row group (a page's URL, its digest, a page's text)
+  fills the dictionary's 1 MB page and is then written plain all the same: the hashing was wasted;
 - a string column in no order gets statistics that let no reader skip a row group (every row group's
   range spans nearly the whole alphabet), yet the writer compares every value to keep them.
 
-At 10M URLs (bench/bench_webdb.py) the writer runs on the job's thread while DuckDB computes the next
-rows, so its CPU is the steps' wall: updatedb's pages and links cost ~25 % less to encode this way
-(docs/benchmarks.md). A column keeps its dictionary where real crawls repeat values in it: outlink
+The jobs' writers (crawler/jobs/engine.py, spark_engine.py) and the segments' (crawler/segments/writer.py)
+take these options. At 10M URLs (bench/bench_webdb.py) the jobs' writer runs on the job's thread while DuckDB
+computes the next rows, so its CPU is the steps' wall: updatedb's pages and links cost ~25 % less to encode
+this way (docs/benchmarks.md). A column keeps its dictionary where real crawls repeat values in it: outlink
 targets (navigation links), hosts, statuses. Tables not listed here are written with pyarrow's defaults.
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from crawler.models import INLINKS, LINKS, PAGES
+from crawler.models import INLINKS, LINKS, PAGES, PARSE_TEXT
 
 # Per table: the columns written without a dictionary, and those written without statistics.
 _PLAIN: dict[pa.Schema, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -30,6 +31,8 @@ _PLAIN: dict[pa.Schema, tuple[tuple[str, ...], tuple[str, ...]]] = {
     LINKS: ((), ("from_url", "to_url", "anchor")),
     # Sorted by to_url in each bucket: its statistics let a lookup by URL (readlinkdb --url) skip row groups.
     INLINKS: ((), ("from_url", "anchor")),
+    # Page texts never repeat: a dictionary page would be built and thrown away (~5 us a row).
+    PARSE_TEXT: (("url", "text"), ()),
 }
 
 
