@@ -76,6 +76,9 @@ FETCHER = pa.schema(
     ]
 )
 
+# The fetcher parts once updatesegs has written the databases' view back: the URL's score and its anchors.
+FETCHER_UPDATED = FETCHER.append(pa.field("score", pa.float64())).append(pa.field("anchors", pa.list_(pa.string())))
+
 OUTLINK = pa.struct([("url", pa.string()), ("anchor", pa.string())])
 
 PARSE_TEXT = pa.schema([("url", pa.string()), ("text", pa.string())])

@@ -26,8 +26,7 @@ from crawler.config import CrawlerConfig, JobsConfig
 from crawler.errors import SegmentError
 from crawler.jobs.engine import connect, iter_dicts, parquet_source
 from crawler.jobs.sql import iso_sql
-from crawler.jobs.updatesegs import FETCHER_UPDATED
-from crawler.models import FETCHER, FETCHLIST, PARSE_DATA, PARSE_TEXT, FetchStatus
+from crawler.models import FETCHER, FETCHER_UPDATED, FETCHLIST, PARSE_DATA, PARSE_TEXT, FetchStatus
 from crawler.segments.check import damaged_parts
 from crawler.segments.layout import Segment, list_segments
 from crawler.urls.normalize import PLAIN, InvalidUrl, Normalizer

@@ -20,8 +20,6 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
-
 from crawler.config import CrawlerConfig
 from crawler.errors import StorageError
 from crawler.fsutil import TEMP_PREFIX, atomic_write_text, remove_tree, swap_dirs
@@ -29,11 +27,10 @@ from crawler.jobs.engine import JobEngine, first_line, open_engine
 from crawler.jobs.invertlinks import inlink_parts, linkdb_store
 from crawler.jobs.progress import JobProgress
 from crawler.jobs.sql import typed_columns
-from crawler.models import FETCHER, INLINKS, PAGES
+from crawler.models import FETCHER, FETCHER_UPDATED, INLINKS, PAGES
 from crawler.segments.layout import SUCCESS, Segment, require_fetched
 from crawler.webdb.store import Version, VersionedStore, exclusive_lock
 
-FETCHER_UPDATED = FETCHER.append(pa.field("score", pa.float64())).append(pa.field("anchors", pa.list_(pa.string())))
 _NEW, _OLD = f"{TEMP_PREFIX}fetcher-new", f"{TEMP_PREFIX}fetcher-old"
 
 

@@ -2,7 +2,10 @@
 
 Used by ``crawler readseg`` so that damage is reported by file name while the
 rest of the segment stays readable. Parquet parts are checked by their footer
-(what a truncated or overwritten file loses first). WARC files are read through
+(what a truncated or overwritten file loses first) and, in a deep check, by every
+data page's CRC32 (written since 2026-12-05; older parts have none and are only
+decoded). A garbled footer or page header that still parses is beyond any check:
+Parquet keeps no checksum of those. WARC files are read through
 to the end: warcio alone stops silently at a truncated gzip member or at bytes
 that are not gzip at all, so the gzip members are walked here first (zlib-ng).
 """
@@ -28,8 +31,8 @@ _CHUNK = 1 << 16
 def parquet_damage(path: Path, *, deep: bool = False) -> str | None:
     """None if the part's footer reads (and with ``deep``, every row of it), else why not."""
     try:
-        reader = pq.ParquetFile(path)
-        if deep:  # a garbled data page only shows when it is decoded
+        reader = pq.ParquetFile(path, page_checksum_verification=deep)
+        if deep:  # a garbled data page only shows when it is decoded, and then by its CRC (segments/writer.py)
             for _batch in reader.iter_batches(batch_size=10_000):
                 pass
     except (OSError, pa.ArrowException) as exc:

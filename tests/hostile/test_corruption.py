@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import zlib
 
 import pyarrow.parquet as pq
 import pytest
 
 from crawler.devserver import SiteServer
-from crawler.segments.check import damaged_parts, warc_damage
+from crawler.segments.check import damaged_parts, parquet_damage, warc_damage
 from crawler.segments.layout import list_segments
 from tests.conftest import DEMO_SITE, ROOT, run_crawler
 
@@ -49,11 +50,37 @@ def _truncate(path, keep: float = 0.5) -> None:
     path.write_bytes(data[: int(len(data) * keep)])
 
 
-def _garble(path) -> None:
+def _cut_inside_a_member(path, keep: float) -> None:
+    """Cut a WARC file in the middle of the gzip member at ``keep`` of its length: a cut that lands
+    between two members leaves a valid shorter file, which no check can tell from a whole one."""
+    data = path.read_bytes()
+    start, at = 0, int(len(data) * keep)
+    while True:
+        stream = zlib.decompressobj(31)
+        stream.decompress(data[start:])
+        end = len(data) - len(stream.unused_data)
+        if end > at:
+            break
+        start = end
+    path.write_bytes(data[: (start + end) // 2])
+
+
+def _xor(path, at: int, size: int = 64) -> None:
     data = bytearray(path.read_bytes())
-    middle = len(data) // 2
-    data[middle : middle + 64] = bytes(b ^ 0x5A for b in data[middle : middle + 64])
+    data[at : at + size] = bytes(b ^ 0x5A for b in data[at : at + size])
     path.write_bytes(bytes(data))
+
+
+def _garble(path) -> None:
+    _xor(path, path.stat().st_size // 2)
+
+
+def _garble_a_page(path) -> None:
+    """Garble the data of a Parquet part's largest column chunk, past its page header: the page CRC
+    catches it. A garbled footer or header that still parses escapes every check (segments/check.py)."""
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    chunk = max((group.column(i) for i in range(group.num_columns)), key=lambda c: c.total_compressed_size)
+    _xor(path, chunk.data_page_offset + chunk.total_compressed_size // 2, 8)
 
 
 class TestDamageIsNamed:
@@ -69,8 +96,8 @@ class TestDamageIsNamed:
         before = await run_crawler("readseg", "--list", *args, cwd=ROOT)
         total = json.loads(before.stdout.splitlines()[1])["fetched"]
         _truncate(fetcher_parts[0])
-        _garble(second.parts("parse_data")[1])
-        _truncate(warcs[0], 0.7)
+        _garble_a_page(second.parts("parse_data")[1])
+        _cut_inside_a_member(warcs[0], 0.7)
         _garble(warcs[1])
 
         result = await run_crawler("readseg", "--list", *args, cwd=ROOT)
@@ -97,9 +124,22 @@ class TestDamageIsNamed:
         assert part.name in message and "damaged" in message
 
 
+class TestParquetCheck:
+    async def test_garbled_text_is_found_by_the_page_checksum(self, crawled):
+        """Garbled page text decodes without error (zstd keeps no checksum here): the page CRC that
+        the segment writer adds is what the deep check finds it by; the footer alone says nothing."""
+        crawl_dir, _ = crawled
+        seg = list_segments(crawl_dir / "segments")[1]
+        part = seg.parts("parse_text")[0]
+        _garble_a_page(part)
+        assert parquet_damage(part) is None
+        assert "CRC" in (parquet_damage(part, deep=True) or "")
+        assert list(damaged_parts(seg, deep=True)) == [part]
+
+
 class TestWarcCheck:
     @pytest.mark.parametrize(("damage", "reason"), [
-        (lambda p: _truncate(p, 0.6), "truncated"),
+        (lambda p: _cut_inside_a_member(p, 0.6), "truncated"),
         (_garble, "corrupt gzip"),
         (lambda p: p.write_bytes(b"not a warc at all" * 50), "corrupt gzip"),
     ])

@@ -10,7 +10,9 @@ import structlog
 from crawler.errors import SegmentError
 from crawler.jobs.invertlinks import invertlinks
 from crawler.jobs.readseg import dump_segment
-from crawler.jobs.updatesegs import FETCHER_UPDATED, updatesegs
+from crawler.jobs.updatesegs import updatesegs
+from crawler.models import FETCHER_UPDATED
+from crawler.segments.check import parquet_damage
 
 from .conftest import fetch, make_cfg, page, parse, write_db
 
@@ -89,3 +91,17 @@ def test_unfinished_segment_is_refused(cfg, make_segment):
     seg = make_segment("20260101T030000000Z", [fetch(A)], fetch_done=False)
     with pytest.raises(SegmentError, match="fetch not finished"):
         updatesegs(cfg, [seg], LOG)
+
+
+def test_rewritten_parts_keep_their_page_checksums(cfg, segment):
+    """The fetcher parts updatesegs writes carry page CRCs like the fetcher's own: a garbled page is found."""
+    updatesegs(cfg, [segment], LOG)
+    part = segment.parts("fetcher")[0]
+    group = pq.ParquetFile(part).metadata.row_group(0)
+    chunk = max((group.column(i) for i in range(group.num_columns)), key=lambda c: c.total_compressed_size)
+    data = bytearray(part.read_bytes())
+    at = chunk.data_page_offset + chunk.total_compressed_size // 2
+    data[at : at + 4] = bytes(b ^ 0x5A for b in data[at : at + 4])
+    part.write_bytes(bytes(data))
+    assert parquet_damage(part) is None
+    assert "CRC" in (parquet_damage(part, deep=True) or "")

@@ -71,7 +71,7 @@ async def test_plain_page_record_is_no_bigger_than_zlib_level_1_made_it(tmp_path
 
 
 def test_parse_text_round_trips_without_dictionary(tmp_path):
-    """parse_text rows written without a dictionary page read back unchanged, non-ASCII and empty text included."""
+    """parse_text rows written without a dictionary page or statistics read back unchanged, non-ASCII and empty text included."""
     rows = [{"url": f"http://a.example/{i}", "text": t} for i, t in enumerate(["", "caf\u00e9 \u2019x\u2019", "w " * 9000])]
     path = tmp_path / "part-00000-00000.parquet"
     write_parquet(rows, PARSE_TEXT, path)
@@ -79,3 +79,5 @@ def test_parse_text_round_trips_without_dictionary(tmp_path):
     assert pq.read_schema(path) == PARSE_TEXT
     group = pq.ParquetFile(path).metadata.row_group(0)  # crawler/parquet_encoding.py: no column gets a dictionary
     assert not any("DICTIONARY" in e for i in range(group.num_columns) for e in group.column(i).encodings)
+    # nor statistics: the min and max of page texts are page texts, copied into every page header and the footer
+    assert all(group.column(i).statistics is None for i in range(group.num_columns))
