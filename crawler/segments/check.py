@@ -32,7 +32,7 @@ def parquet_damage(path: Path, *, deep: bool = False) -> str | None:
     """None if the part's footer reads (and with ``deep``, every row of it), else why not."""
     try:
         reader = pq.ParquetFile(path, page_checksum_verification=deep)
-        if deep:  # a garbled data page only shows when it is decoded, and then by its CRC (segments/writer.py)
+        if deep:  # a garbled data page only shows when it is decoded, and then by its CRC (parquet_encoding.py)
             for _batch in reader.iter_batches(batch_size=10_000):
                 pass
     except (OSError, pa.ArrowException) as exc:

@@ -14,6 +14,7 @@ from crawler.devserver import SiteServer
 from crawler.segments.check import damaged_parts, parquet_damage, warc_damage
 from crawler.segments.layout import list_segments
 from tests.conftest import DEMO_SITE, ROOT, run_crawler
+from tests.damage import page_data_tail
 
 
 def _args(crawl_dir) -> list[str]:
@@ -76,11 +77,9 @@ def _garble(path) -> None:
 
 
 def _garble_a_page(path) -> None:
-    """Garble the data of a Parquet part's largest column chunk, past its page header: the page CRC
+    """Garble the end of a Parquet part's largest column chunk, inside its last page's data: the page CRC
     catches it. A garbled footer or header that still parses escapes every check (segments/check.py)."""
-    group = pq.ParquetFile(path).metadata.row_group(0)
-    chunk = max((group.column(i) for i in range(group.num_columns)), key=lambda c: c.total_compressed_size)
-    _xor(path, chunk.data_page_offset + chunk.total_compressed_size // 2, 8)
+    _xor(path, page_data_tail(path), 4)
 
 
 class TestDamageIsNamed:

@@ -13,6 +13,7 @@ from crawler.jobs.readseg import dump_segment
 from crawler.jobs.updatesegs import updatesegs
 from crawler.models import FETCHER_UPDATED
 from crawler.segments.check import parquet_damage
+from tests.damage import page_data_tail
 
 from .conftest import fetch, make_cfg, page, parse, write_db
 
@@ -97,10 +98,8 @@ def test_rewritten_parts_keep_their_page_checksums(cfg, segment):
     """The fetcher parts updatesegs writes carry page CRCs like the fetcher's own: a garbled page is found."""
     updatesegs(cfg, [segment], LOG)
     part = segment.parts("fetcher")[0]
-    group = pq.ParquetFile(part).metadata.row_group(0)
-    chunk = max((group.column(i) for i in range(group.num_columns)), key=lambda c: c.total_compressed_size)
     data = bytearray(part.read_bytes())
-    at = chunk.data_page_offset + chunk.total_compressed_size // 2
+    at = page_data_tail(part)
     data[at : at + 4] = bytes(b ^ 0x5A for b in data[at : at + 4])
     part.write_bytes(bytes(data))
     assert parquet_damage(part) is None
