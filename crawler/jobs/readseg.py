@@ -119,7 +119,9 @@ def dump_segment(seg: Segment, out: TextIO, jobs: JobsConfig | None = None) -> i
     if not seg.parts("fetcher"):
         return 0
     written = 0
-    damaged = damaged_parts(seg)
+    # Every page of the Parquet parts decoded once, CRCs verified: DuckDB verifies none, so a garbled page of
+    # text would be dumped as whatever it decodes to. ~0.07 s for a 5,000-page segment, of a ~0.9 s dump.
+    damaged = damaged_parts(seg, deep=True, warc=False)
     with _engine(jobs or JobsConfig(), str(seg.path)) as con:
         for row in iter_dicts(con.execute(_records_query(seg, damaged=damaged)), BATCH_ROWS):
             out.write(json.dumps(row, ensure_ascii=False) + "\n")

@@ -123,6 +123,28 @@ class TestDamageIsNamed:
         assert part.name in message and "damaged" in message
 
 
+class TestDumpVerifiesPages:
+    async def test_dump_leaves_out_a_garbled_page_of_text_and_names_its_part(self, crawled):
+        """readseg --dump verifies the page CRCs: the text of a garbled parse_text part is left out (null),
+        every other record is written as it was, and the command exits 1 naming the part."""
+        crawl_dir, args = crawled
+        seg = list_segments(crawl_dir / "segments")[1]
+        part = seg.parts("parse_text")[0]
+        lost = set(pq.read_table(part, columns=["url"]).column("url").to_pylist())
+        before = await run_crawler("readseg", "--dump", str(seg.path), *args, cwd=ROOT)
+        assert before.code == 0, before.stderr
+        _garble_a_page(part)
+        result = await run_crawler("readseg", "--dump", str(seg.path), *args, cwd=ROOT)
+        assert result.code == 1
+        (message,) = [line for line in result.stderr.splitlines() if line.startswith("crawler:")]
+        assert part.name in message and "CRC" in message
+        was = {r["url"]: r for r in map(json.loads, before.stdout.splitlines())}
+        now = {r["url"]: r for r in map(json.loads, result.stdout.splitlines())}
+        assert now.keys() == was.keys() and lost <= now.keys()
+        assert all(now[url]["text"] is None for url in lost)
+        assert all(now[url] == was[url] for url in now.keys() - lost)
+
+
 class TestParquetCheck:
     async def test_garbled_text_is_found_by_the_page_checksum(self, crawled):
         """Garbled page text decodes without error (zstd keeps no checksum here): the page CRC that
