@@ -491,6 +491,20 @@ def ensure_dependencies(crawler: Path, tree: Path) -> None:
         subprocess.run([str(python), "-m", "pip", "install", "--quiet", *missing], check=True)
 
 
+def run_by_run(every: dict[str, dict[str, list[Run]]], runs: int) -> dict[str, list[float]]:
+    """Per contender but wget, run i's pages/s over all sites (pages over summed walls) against wget's run i:
+    the spread a set's medians hide (this VM's speed moves from one run to the next)."""
+    if runs < 2 or not every or any("wget" not in by_name for by_name in every.values()):
+        return {}
+
+    def rate(name: str, i: int) -> float:
+        picked = [by_name[name][i] for by_name in every.values()]
+        return sum(len(r.html) for r in picked) / max(sum(r.wall for r in picked), 1e-9)
+
+    names = [name for name in next(iter(every.values())) if name != "wget"]
+    return {name: [rate(name, i) / rate("wget", i) for i in range(runs)] for name in names}
+
+
 def median_run(runs: list[Run]) -> Run:
     """The first run's observations with the median wall and CPU of all runs."""
     first = runs[0]
@@ -598,6 +612,7 @@ def main() -> None:
     served = [(site, prepare(site)) for site in serve]
     sites = [s for s in KNOWN if s.name in wanted]
     results: dict[str, dict[str, Run]] = {}
+    every: dict[str, dict[str, list[Run]]] = {}  # site -> contender -> its runs, for the run-by-run figures
     with Sites(served, args.port, WORK / "nginx") as server:
         for site in sites:
             addr = address(KNOWN.index(site))
@@ -616,8 +631,13 @@ def main() -> None:
                           f"{len(run.disallowed)} disallowed"
                           + (f" {run.rounds} rounds, {run.left} URLs left" if run.rounds is not None else ""), flush=True)
             results[site.name] = {name: median_run(r) for name, r in runs.items()}
+            every[site.name] = runs
         daemon_runs = [run_daemon(server, sites, str(i), args) for i in range(args.runs)] if args.daemon else []
     lines = report(results, sites, args.show)
+    by_run = run_by_run(every, args.runs)
+    if by_run:
+        lines += ["", "Run by run, each contender's pages over its summed walls, against wget's: "
+                  + "; ".join(f"{name} " + ", ".join(f"{x:.3f}" for x in ratios) for name, ratios in by_run.items())]
     if daemon_runs:
         lines += ["", *daemon_report(results, daemon_runs, sites)]
     print("\n" + "\n".join(lines))
@@ -636,6 +656,9 @@ def main() -> None:
         "daemon": [{"wall": wall, "cpu": cpu, "sites": {name: {**asdict(run), "pages": len(run.html)}
                                                          for name, run in runs.items()}}
                    for wall, cpu, runs in daemon_runs],
+        "run_by_run": by_run,
+        "walls": {site: {name: [run.wall for run in runs] for name, runs in by_name.items()}
+                  for site, by_name in every.items()},
         "table": lines,
     }, indent=1) + "\n")
     tmp.rename(out)
