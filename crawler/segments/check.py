@@ -76,7 +76,7 @@ def warc_damage(path: Path) -> str | None:
     return damage
 
 
-def damaged_parts(seg: Segment, *, deep: bool = False, warc: bool | None = None) -> dict[Path, str]:
+def damaged_parts(seg: Segment, *, deep: bool = False, warc: bool = True) -> dict[Path, str]:
     """Damaged part -> reason over the Parquet outputs, by their footers; ``deep`` reads every Parquet
     row and every WARC file through (what ``readseg --list`` does: one full read of the segment).
     ``warc=False`` leaves the WARC files out of a deep check (``readseg --dump`` reads none of them)."""
@@ -85,7 +85,7 @@ def damaged_parts(seg: Segment, *, deep: bool = False, warc: bool | None = None)
         for part in seg.parts(output):
             if (reason := parquet_damage(part, deep=deep)) is not None:
                 damaged[part] = reason
-    if deep if warc is None else warc:  # warc follows deep unless given
+    if deep and warc:
         for part in seg.parts("content", "warc.gz"):
             if (reason := warc_damage(part)) is not None:
                 damaged[part] = reason

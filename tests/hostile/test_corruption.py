@@ -14,7 +14,7 @@ from crawler.devserver import SiteServer
 from crawler.segments.check import damaged_parts, parquet_damage, warc_damage
 from crawler.segments.layout import list_segments
 from tests.conftest import DEMO_SITE, ROOT, run_crawler
-from tests.damage import page_data_tail
+from tests.damage import garble_a_page, xor
 
 
 def _args(crawl_dir) -> list[str]:
@@ -66,20 +66,8 @@ def _cut_inside_a_member(path, keep: float) -> None:
     path.write_bytes(data[: (start + end) // 2])
 
 
-def _xor(path, at: int, size: int = 64) -> None:
-    data = bytearray(path.read_bytes())
-    data[at : at + size] = bytes(b ^ 0x5A for b in data[at : at + size])
-    path.write_bytes(bytes(data))
-
-
 def _garble(path) -> None:
-    _xor(path, path.stat().st_size // 2)
-
-
-def _garble_a_page(path) -> None:
-    """Garble the end of a Parquet part's largest column chunk, inside its last page's data: the page CRC
-    catches it. A garbled footer or header that still parses escapes every check (segments/check.py)."""
-    _xor(path, page_data_tail(path), 4)
+    xor(path, path.stat().st_size // 2, 64)
 
 
 class TestDamageIsNamed:
@@ -95,7 +83,7 @@ class TestDamageIsNamed:
         before = await run_crawler("readseg", "--list", *args, cwd=ROOT)
         total = json.loads(before.stdout.splitlines()[1])["fetched"]
         _truncate(fetcher_parts[0])
-        _garble_a_page(second.parts("parse_data")[1])
+        garble_a_page(second.parts("parse_data")[1])
         _cut_inside_a_member(warcs[0], 0.7)
         _garble(warcs[1])
 
@@ -133,7 +121,7 @@ class TestDumpVerifiesPages:
         lost = set(pq.read_table(part, columns=["url"]).column("url").to_pylist())
         before = await run_crawler("readseg", "--dump", str(seg.path), *args, cwd=ROOT)
         assert before.code == 0, before.stderr
-        _garble_a_page(part)
+        garble_a_page(part)
         result = await run_crawler("readseg", "--dump", str(seg.path), *args, cwd=ROOT)
         assert result.code == 1
         (message,) = [line for line in result.stderr.splitlines() if line.startswith("crawler:")]
@@ -152,7 +140,7 @@ class TestParquetCheck:
         crawl_dir, _ = crawled
         seg = list_segments(crawl_dir / "segments")[1]
         part = seg.parts("parse_text")[0]
-        _garble_a_page(part)
+        garble_a_page(part)
         assert parquet_damage(part) is None
         assert "CRC" in (parquet_damage(part, deep=True) or "")
         assert list(damaged_parts(seg, deep=True)) == [part]

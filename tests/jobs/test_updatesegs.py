@@ -13,7 +13,7 @@ from crawler.jobs.readseg import dump_segment
 from crawler.jobs.updatesegs import updatesegs
 from crawler.models import FETCHER_UPDATED
 from crawler.segments.check import parquet_damage
-from tests.damage import page_data_tail
+from tests.damage import garble_a_page
 
 from .conftest import fetch, make_cfg, page, parse, write_db
 
@@ -98,9 +98,6 @@ def test_rewritten_parts_keep_their_page_checksums(cfg, segment):
     """The fetcher parts updatesegs writes carry page CRCs like the fetcher's own: a garbled page is found."""
     updatesegs(cfg, [segment], LOG)
     part = segment.parts("fetcher")[0]
-    data = bytearray(part.read_bytes())
-    at = page_data_tail(part)
-    data[at : at + 4] = bytes(b ^ 0x5A for b in data[at : at + 4])
-    part.write_bytes(bytes(data))
+    garble_a_page(part)
     assert parquet_damage(part) is None
     assert "CRC" in (parquet_damage(part, deep=True) or "")
