@@ -88,3 +88,21 @@ def test_a_heavy_command_loads_pyarrow_before_its_module_and_a_check_never():
     # Both loaded while no command module had started loading.
     assert imports("cycle:cmd_crawl") == {"seen": {"pyarrow": [], "numpy": []}, "loaded": ["numpy", "pyarrow"]}
     assert imports("checks:cmd_normalize_check") == {"seen": {}, "loaded": []}
+
+
+def test_simhashes_load_no_numpy_ma():
+    """updatedb's SimHashes give their nulls as a bitmap: ``pa.array(values, mask=...)`` imported numpy.ma
+    (~15 ms of every updatedb) only to test whether the values were a masked array."""
+    # As a user's install has it: pandas (a dev extra, which pyarrow imports where present) loads numpy.ma itself.
+    code = ("import importlib.abc, json, sys\n"
+            "class NoPandas(importlib.abc.MetaPathFinder):\n"
+            "    def find_spec(self, name, path, target=None):\n"
+            "        if name.partition('.')[0] == 'pandas':\n"
+            "            raise ModuleNotFoundError(name)\n"
+            "sys.meta_path.insert(0, NoPandas())\n"
+            "import pyarrow as pa\n"
+            "from crawler.jobs.traps import simhashes\n"
+            "hashes = simhashes(pa.array(['one two three', None, '', 'four five']))\n"
+            "print(json.dumps({'ma': 'numpy.ma' in sys.modules, 'nulls': hashes.is_null().to_pylist()}))")
+    seen = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert seen == {"ma": False, "nulls": [False, True, True, False]}
