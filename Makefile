@@ -59,7 +59,7 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 $(BENCH_STAMP): $(STAMP)
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/pip install --quiet --upgrade pip
-	$(BENCH_VENV)/bin/pip install --quiet scrapy matplotlib aiohttp uvloop selectolax pyarrow httptools
+	$(BENCH_VENV)/bin/pip install --quiet scrapy matplotlib aiohttp uvloop selectolax pyarrow httptools pyreqwest
 	touch $(BENCH_STAMP)
 
 # The crawler as users install it (no dev or spark extras, so no pandas or numpy for pyarrow to import
