@@ -28,6 +28,7 @@ import sys
 import time
 import zlib
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,73 +82,67 @@ class _Connection(asyncio.Protocol):
         return await self.waiter
 
 
-async def _raw(urls: list[str]) -> int:
-    loop = asyncio.get_running_loop()
-    idle: dict[str, list[_Connection]] = defaultdict(list)
+async def _drive(urls: list[str], fetch: Callable[[str], Awaitable[None]]) -> int:
+    """Every URL through ``fetch``, by WORKERS workers, at most PER_HOST at a time on one host; the count done."""
     slots: dict[str, asyncio.Semaphore] = defaultdict(lambda: asyncio.Semaphore(PER_HOST))
     queue, done = list(reversed(urls)), 0
-
-    async def worker() -> None:
-        nonlocal done
-        while queue:
-            url = queue.pop()
-            hostport, path = url.split("/")[2], "/" + url.split("/", 3)[3]
-            async with slots[hostport]:
-                if idle[hostport]:
-                    connection = idle[hostport].pop()
-                else:
-                    host, port = hostport.split(":")
-                    _, connection = await loop.create_connection(_Connection, host, int(port))
-                _, headers, body = await connection.get(hostport, path)
-                if any(name.lower() == b"content-encoding" for name, _ in headers):
-                    body = zlib.decompress(body, 47)
-                idle[hostport].append(connection)
-            done += 1
-
-    await asyncio.gather(*(worker() for _ in range(WORKERS)))
-    return done
-
-
-async def _aiohttp(urls: list[str]) -> int:
-    import aiohttp
-
-    slots: dict[str, asyncio.Semaphore] = defaultdict(lambda: asyncio.Semaphore(PER_HOST))
-    queue, done = list(reversed(urls)), 0
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-
-        async def worker() -> None:
-            nonlocal done
-            while queue:
-                url = queue.pop()
-                async with slots[url.split("/")[2]], session.get(url, allow_redirects=False) as response:
-                    await response.read()
-                done += 1
-
-        await asyncio.gather(*(worker() for _ in range(WORKERS)))
-    return done
-
-
-async def _pyreqwest(urls: list[str]) -> int:
-    from pyreqwest.client import ClientBuilder
-
-    slots: dict[str, asyncio.Semaphore] = defaultdict(lambda: asyncio.Semaphore(PER_HOST))
-    queue, done = list(reversed(urls)), 0
-    client = ClientBuilder().follow_redirects(False).pool_max_idle_per_host(PER_HOST).build()
 
     async def worker() -> None:
         nonlocal done
         while queue:
             url = queue.pop()
             async with slots[url.split("/")[2]]:
-                response = await client.get(url).build().send()
-                await response.bytes()
+                await fetch(url)
             done += 1
 
+    await asyncio.gather(*(worker() for _ in range(WORKERS)))
+    return done
+
+
+async def _raw(urls: list[str]) -> int:
+    loop = asyncio.get_running_loop()
+    idle: dict[str, list[_Connection]] = defaultdict(list)
+
+    async def fetch(url: str) -> None:
+        hostport, path = url.split("/")[2], "/" + url.split("/", 3)[3]
+        if idle[hostport]:
+            connection = idle[hostport].pop()
+        else:
+            host, port = hostport.split(":")
+            _, connection = await loop.create_connection(_Connection, host, int(port))
+        _, headers, body = await connection.get(hostport, path)
+        if any(name.lower() == b"content-encoding" for name, _ in headers):
+            body = zlib.decompress(body, 47)
+        idle[hostport].append(connection)
+
+    return await _drive(urls, fetch)
+
+
+async def _aiohttp(urls: list[str]) -> int:
+    import aiohttp
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+        async def fetch(url: str) -> None:
+            async with session.get(url, allow_redirects=False) as response:
+                await response.read()
+
+        return await _drive(urls, fetch)
+
+
+async def _pyreqwest(urls: list[str]) -> int:
+    from pyreqwest.client import ClientBuilder
+
+    client = ClientBuilder().follow_redirects(False).pool_max_idle_per_host(PER_HOST).build()
+
+    async def fetch(url: str) -> None:
+        response = await client.get(url).build().send()
+        await response.bytes()
+
     try:
-        await asyncio.gather(*(worker() for _ in range(WORKERS)))
+        return await _drive(urls, fetch)
     finally:
         await client.close()
-    return done
 
 
 CLIENTS = {"raw": _raw, "aiohttp": _aiohttp, "pyreqwest": _pyreqwest}
@@ -168,7 +163,7 @@ def _realsites(port: int) -> tuple[Any, Path]:
     from realsites import SITES, Sites, address, prepare
     from realsites import WORK as SITES_WORK
 
-    served = [(site, prepare(site)) for site in SITES[:7]]
+    served = [(site, prepare(site)) for site in SITES]
     per_site = [[f"http://{address(index)}:{port}/{path.relative_to(root)}" for path in sorted(root.rglob("*.html"))]
                 for index, (_, root) in enumerate(served)]
     urls = [paths[turn] for turn in range(max(map(len, per_site))) for paths in per_site if turn < len(paths)]
