@@ -12,12 +12,17 @@ import sys
 NOT_IN_THE_FETCH_PROCESS = ["pyarrow.compute", "lxml", "selectolax"]
 
 
+def _json_of(code: str, *argv: str, stdin: bytes | None = None) -> object:
+    """What ``code``, run by a fresh interpreter with ``argv`` (and ``stdin``), prints as JSON."""
+    return json.loads(subprocess.run([sys.executable, "-c", code, *argv], input=stdin, capture_output=True,
+                                     check=True).stdout)
+
+
 def test_the_crawl_command_loads_no_parser_library_and_no_arrow_compute():
     """Importing the crawl command's modules (fetcher, jobs, cycle) leaves those modules unloaded."""
     code = ("import json, sys, crawler.log, crawler.commands.cycle; "
             f"print(json.dumps([m for m in {NOT_IN_THE_FETCH_PROCESS!r} if m in sys.modules]))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert json.loads(out) == []
+    assert _json_of(code) == []
     assert "crawler.fetcher.known" in subprocess.run(
         [sys.executable, "-c", "import sys, crawler.commands.cycle; print(sorted(sys.modules))"],
         capture_output=True, text=True, check=True).stdout  # the module that used to load pyarrow.compute
@@ -38,8 +43,7 @@ def test_the_parse_pools_processes_load_no_pydantic():
     from crawler.config import load_config, plain
 
     cfg = load_config(None)
-    out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(plain(cfg)), capture_output=True, check=True).stdout
-    seen = json.loads(out)
+    seen = _json_of(code, stdin=pickle.dumps(plain(cfg)))
     assert seen == {"loaded": [], "agent": cfg.http.effective_user_agent, "links": ["http://h/x"]}
 
 
@@ -51,7 +55,7 @@ def test_the_memory_module_finds_malloc_trim_without_ctypes_util():
             "has = hasattr(ctypes.CDLL(None), 'malloc_trim')\n"
             "crawler.memory.trim()\n"
             "print(json.dumps({'util': 'ctypes.util' in sys.modules, 'found': crawler.memory._TRIM is not None, 'has': has}))")
-    seen = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    seen = _json_of(code)
     assert seen["util"] is False
     assert seen["found"] == seen["has"]
 
@@ -63,8 +67,7 @@ def test_the_parse_pools_processes_load_no_event_loop_machinery():
     code = ("import json, sys\n"
             "import crawler.fetcher.parsepool\n"
             "print(json.dumps([m for m in ('asyncio', 'concurrent.futures') if m in sys.modules]))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert json.loads(out) == []
+    assert _json_of(code) == []
 
 
 def test_a_heavy_command_loads_pyarrow_before_its_module_and_a_check_never():
@@ -80,14 +83,9 @@ def test_a_heavy_command_loads_pyarrow_before_its_module_and_a_check_never():
             "from crawler.cli import _resolve\n"
             "_resolve(sys.argv[1], False, True)\n"
             "print(json.dumps({'seen': seen, 'loaded': [m for m in ('numpy', 'pyarrow') if m in sys.modules]}))")
-
-    def imports(target: str) -> dict:
-        out = subprocess.run([sys.executable, "-c", code, target], capture_output=True, text=True, check=True).stdout
-        return json.loads(out)
-
     # Both loaded while no command module had started loading.
-    assert imports("cycle:cmd_crawl") == {"seen": {"pyarrow": [], "numpy": []}, "loaded": ["numpy", "pyarrow"]}
-    assert imports("checks:cmd_normalize_check") == {"seen": {}, "loaded": []}
+    assert _json_of(code, "cycle:cmd_crawl") == {"seen": {"pyarrow": [], "numpy": []}, "loaded": ["numpy", "pyarrow"]}
+    assert _json_of(code, "checks:cmd_normalize_check") == {"seen": {}, "loaded": []}
 
 
 def test_simhashes_load_no_numpy_ma():
@@ -104,5 +102,4 @@ def test_simhashes_load_no_numpy_ma():
             "from crawler.jobs.traps import simhashes\n"
             "hashes = simhashes(pa.array(['one two three', None, '', 'four five']))\n"
             "print(json.dumps({'ma': 'numpy.ma' in sys.modules, 'nulls': hashes.is_null().to_pylist()}))")
-    seen = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
-    assert seen == {"ma": False, "nulls": [False, True, True, False]}
+    assert _json_of(code) == {"ma": False, "nulls": [False, True, True, False]}
