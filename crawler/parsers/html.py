@@ -38,11 +38,13 @@ _INVISIBLE = ["script", "style", "noscript", "template", "title", "iframe", "noe
 # Phrasing elements: unwrapping them before merging text nodes keeps "wor<b>ld</b>"
 # one word, while text separated by block boundaries (<p>, <li>, <br>) gets a space.
 # One Python pass over the body finds them faster than a CSS list (lexbor matches each selector in turn).
+# The obsolete ones stay: DocBook's HTML (PostgreSQL's, GTK's, libstdc++'s manuals) wraps every
+# abbreviation in <acronym>, and "(WAL)" must not become "( WAL )".
 # fmt: off
 _INLINE = frozenset((
-    "a", "abbr", "b", "bdi", "bdo", "big", "cite", "code", "data", "del", "dfn", "em", "font", "i", "ins",
-    "kbd", "label", "mark", "nobr", "q", "s", "samp", "small", "span", "strike", "strong", "sub", "sup",
-    "time", "tt", "u", "var", "wbr",
+    "a", "abbr", "acronym", "b", "bdi", "bdo", "big", "blink", "cite", "code", "data", "del", "dfn", "em",
+    "font", "i", "ins", "kbd", "label", "mark", "nobr", "q", "s", "samp", "small", "span", "strike",
+    "strong", "sub", "sup", "time", "tt", "u", "var", "wbr",
 ))
 # fmt: on
 
@@ -73,6 +75,11 @@ for _id in _INLINE_IDS:
     _ROLES[_id] = _INLINE_ROLE
 for _id in map(_tag_id, _INVISIBLE):
     _ROLES[_id] = _ROLES.get(_id, 0) | _INVISIBLE_ROLE
+# A comment between two runs of text would keep them apart as an element does: Texinfo writes
+# `<code>M > nd</code><!-- /@w -->)`, React's server rendering `Hello<!-- -->, world`. The walk meets
+# comments anyway (traverse() yields them), so deleting them costs one call each.
+_COMMENT_ID = next(n.tag_id for n in LexborHTMLParser("<body><!--c-->").root.traverse() if n.tag == "-comment")
+_ROLES[_COMMENT_ID] = _INVISIBLE_ROLE
 for _id in (_BASE_ID, _META_ID, _TITLE_ID):
     _ROLES[_id] = _ROLES.get(_id, 0) | _HEAD
 _SLASHES = ("/", "\\")
@@ -262,8 +269,10 @@ class HtmlParser:
         if (body_node := tree.body) is not None:
             # Unwrapping first leaves the same text, and deleting in reverse document order deletes
             # a nested invisible element before the one around it, never after it was freed with it.
+            # An empty inline element goes too: unwrap() alone keeps it, and it would split the text
+            # around it (Sphinx's `(<span id=..></span><a>PEP 539</a>)`, Vim's `*<a name=..></a>tag*`).
             for node in inline:
-                node.unwrap()
+                node.unwrap(delete_empty=True)
             for node in reversed(invisible):
                 node.decompose()
             tree.merge_text_nodes()

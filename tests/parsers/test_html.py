@@ -46,6 +46,13 @@ def test_html_parser_satisfies_parser_protocol():
         ("<p>non\u00a0breaking\t\ttabs\r\n</p>", "", "non breaking tabs"),
         ("<head><noscript><img src=p.gif></noscript><title>T</title></head><body>body</body>", "T", "body"),
         ("<title>Only title</title>", "Only title", ""),
+        # What real generators put between two runs of one sentence splits no word: an empty element
+        # (Sphinx, Vim's help), an obsolete inline one (DocBook's <acronym>), a comment (Texinfo, React).
+        ("<p>(<span id='i'></span><a href='/p'><strong>PEP 539</strong></a>)</p>", "", "(PEP 539)"),
+        ("<p>*<a name='tag'></a><b>tag</b>*</p>", "", "*tag*"),
+        ("<p>Logging (<acronym>WAL</acronym>)</p>", "", "Logging (WAL)"),
+        ("<p>(<code>M&nbsp;&gt;&nbsp;nd</code><!-- /@w -->) then</p>", "", "(M > nd) then"),
+        ("<p>Hello<!-- -->, <!-- -->world</p><div>a</div><!-- x --><div>b</div>", "", "Hello, world a b"),
     ],
 )
 def test_title_and_visible_text(markup, title, text):

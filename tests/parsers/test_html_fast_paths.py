@@ -35,13 +35,16 @@ def test_collapse_ws_matches_split_join(parts):
 
 
 def _reference_text(markup: str) -> str:
-    """The body text as computed before the fast path: every text node joined, then collapsed."""
+    """The body text as computed before the fast path: every text node joined, then collapsed (comments
+    and empty inline elements gone first, as they split no word)."""
     tree = LexborHTMLParser(markup.encode())
     if tree.body is None:
         return ""
     tree.strip_tags(html_module._INVISIBLE, recursive=True)
+    for node in [n for n in tree.body.traverse() if n.tag_id == html_module._COMMENT_ID]:
+        node.decompose()
     for node in [n for n in tree.body.traverse() if n.tag_id in html_module._INLINE_IDS]:
-        node.unwrap()
+        node.unwrap(delete_empty=True)
     tree.merge_text_nodes()
     return " ".join(tree.body.text(separator=" ").split())
 
