@@ -1,7 +1,8 @@
 """Bytes to text: byte-order mark, Content-Type charset, ``<meta>`` charset, then detection.
 
 The result names the charset and where it came from, and is always a ``str``
-that encodes to valid UTF-8 (undecodable bytes become U+FFFD). Detection
+that encodes to valid UTF-8 (undecodable bytes become U+FFFD, but windows-1252's
+five undefined bytes, which become their C1 controls as in browsers). Detection
 (chardet, restricted to the encodings of the modern web) runs only when nothing
 declares a charset and the bytes are not valid UTF-8: it is slow next to a
 decode, and a declaration, even a wrong one, is what browsers obey.
@@ -30,6 +31,26 @@ _SUPERSETS = {"iso8859-1": "cp1252", "ascii": "cp1252", "iso8859-9": "cp1254", "
 # Codecs Python has that are not charsets of any web page; some (utf-7, unicode-escape)
 # could even smuggle lone surrogates into text that must encode as UTF-8.
 _NOT_CHARSETS = frozenset({"utf-7", "unicode-escape", "raw-unicode-escape", "punycode", "idna", "undefined"})
+
+
+
+
+
+def _c1_for_undefined(exc: UnicodeError) -> tuple[str, int]:
+    """An undefined byte of windows-1252 decoded as the WHATWG Encoding Standard does: the C1 control of
+    the same number (0x81, 0x8D, 0x8F, 0x90, 0x9D), as in browsers, where Python's cp1252 has none."""
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    return chr(exc.object[exc.start]), exc.start + 1
+
+
+codecs.register_error("crawler.windows-1252", _c1_for_undefined)
+
+
+def _decode(body: bytes, name: str) -> str:
+    # A page declared windows-1252 that is really UTF-8 (Vim's help) then keeps every byte: its text can
+    # still be turned back into the original, which U+FFFD would not allow.
+    return body.decode(name, "crawler.windows-1252" if name == "cp1252" else "replace")
 
 
 # Every ASCII byte, then the sequences that shift a stateful codec (ISO-2022, HZ) out of ASCII.
@@ -101,18 +122,18 @@ def decode(body: bytes, content_type: str | None, *, html: bool = False) -> Deco
     # themselves, while a header charset is often a server-wide default.
     for bom, name in _BOMS:
         if body.startswith(bom):
-            return Decoded(body[len(bom) :].decode(name, "replace"), name, "bom")
+            return Decoded(_decode(body[len(bom) :], name), name, "bom")
     if (name := header_charset(content_type)) is not None:
-        return Decoded(body.decode(name, "replace"), name, "header")
+        return Decoded(_decode(body, name), name, "header")
     if html and (name := _meta_charset(body)) is not None:
-        return Decoded(body.decode(name, "replace"), name, "meta")
+        return Decoded(_decode(body, name), name, "meta")
     try:
         return Decoded(body.decode("utf-8"), "utf-8", "utf-8")
     except UnicodeDecodeError:
         pass
     if (name := detect(body)) is not None:
-        return Decoded(body.decode(name, "replace"), name, "detected")
-    return Decoded(body.decode(FALLBACK, "replace"), FALLBACK, "fallback")
+        return Decoded(_decode(body, name), name, "detected")
+    return Decoded(_decode(body, FALLBACK), FALLBACK, "fallback")
 
 
 def decode_utf8(body: bytes, content_type: str | None, *, html: bool = False) -> tuple[bytes, str, str]:

@@ -73,12 +73,32 @@ def test_meta_charset_utf16_means_utf8():
 
 
 def test_binary_that_the_detector_rejects_falls_back_to_windows_1252():
-    """Bytes no web encoding explains still decode (as windows-1252, with U+FFFD for holes)."""
+    """Bytes no web encoding explains still decode (as windows-1252, every byte a character)."""
     body = bytes(range(256)) * 4
     assert detect(body) is None
     decoded = decode(body, None)
     assert decoded.source == "fallback" and decoded.charset == "cp1252"
+    assert len(decoded.text) == len(body) and "\ufffd" not in decoded.text
     decoded.text.encode("utf-8")
+
+
+@pytest.mark.parametrize("html", [False, True])
+def test_windows_1252_decodes_its_undefined_bytes_as_browsers_do(html):
+    """The five bytes Python's cp1252 leaves undefined are their C1 controls (the WHATWG Encoding
+    Standard's windows-1252), so UTF-8 declared as Latin-1 (Vim's help pages) keeps every byte; other
+    codecs' undecodable bytes are still U+FFFD."""
+    utf8 = "∀ “x” 𝖨 Á".encode()  # has 0x81 and 0x9D among its bytes
+    assert {0x81, 0x9D} <= set(utf8)
+    decoded = decode(utf8, "text/html; charset=iso-8859-1", html=html)
+    assert decoded.charset == "cp1252" and "\ufffd" not in decoded.text
+    undone = b"".join(c.encode("cp1252") if c not in "\x81\x8d\x8f\x90\x9d" else c.encode("latin-1") for c in decoded.text)
+    assert undone == utf8  # the mojibake can be undone
+    assert decode(bytes([0x81, 0x8D, 0x8F, 0x90, 0x9D]), "text/plain; charset=windows-1252").text == (
+        "\x81\x8d\x8f\x90\x9d"
+    )
+    assert decode(b"a\x98b", "text/plain; charset=windows-1253").text == "a\ufffdb"
+    utf8_bytes, charset, _ = decode_utf8(b"caf\xe9 \x9d", "text/html; charset=windows-1252", html=True)
+    assert (utf8_bytes.decode(), charset) == ("café \x9d", "cp1252")
 
 
 @pytest.mark.parametrize(
