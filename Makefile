@@ -59,7 +59,7 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 $(BENCH_STAMP): $(STAMP)
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/pip install --quiet --upgrade pip
-	$(BENCH_VENV)/bin/pip install --quiet scrapy matplotlib aiohttp uvloop selectolax pyarrow httptools pyreqwest
+	$(BENCH_VENV)/bin/pip install --quiet scrapy matplotlib aiohttp uvloop selectolax pyarrow httptools pyreqwest turbohtml
 	touch $(BENCH_STAMP)
 
 # The crawler as users install it (no dev or spark extras, so no pandas or numpy for pyarrow to import
@@ -89,6 +89,12 @@ bench-manyhosts: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
 # apt-get download, nginx and wget installed with apt-get if missing): docs/benchmarks.md "Real sites".
 bench-realsites: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
 	$(BENCH_CRAWLER)/bin/python bench/realsites.py
+
+# The crawler's page text against an independent renderer's (turbohtml, in the peers' virtualenv) on those
+# trees: pages whose texts differ, and where (docs/benchmarks.md "Another HTML parser measured").
+.PHONY: bench-textcheck
+bench-textcheck: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
+	$(BENCH_CRAWLER)/bin/python bench/textcheck.py
 
 # Crawler vs Scrapy vs the floor on the documentation trees above (each on 2 loopback addresses) next to
 # bench-compare's generated hosts, with Crawl-delay hosts, slow pages and a spider trap; summed RSS of every
