@@ -33,7 +33,7 @@ CONTEXT = 70  # characters shown on each side of a first difference
 
 
 def pages(root: Path, count: int) -> list[Path]:
-    return sorted(p for p in root.rglob("*.htm*") if p.is_file())[:count]
+    return sorted(p for p in root.rglob("*") if p.suffix in (".html", ".htm") and p.is_file())[:count]
 
 
 def ours(parser: HtmlParser, root: Path, files: list[Path]) -> list[str]:

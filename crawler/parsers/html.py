@@ -64,6 +64,10 @@ def _tag_id(name: str) -> int:
 
 
 _INLINE_IDS = _tag_ids(_INLINE)
+# lexbor numbers the elements it knows from 0 to a few hundred (LXB_TAG__LAST_ENTRY) and gives one it does
+# not know the address of its name's entry. An unknown element (a web component's <time-ago>, gtk-doc's
+# <GTKDOCLINK> around a link's words) renders inline in a browser, CSS's initial display: it is unwrapped.
+FIRST_UNKNOWN_ID = 1 << 16
 _TAG_OF_ID = {_tag_id(name): name for name in _TARGET_ATTR}
 _BASE_ID, _META_ID, _TITLE_ID = _tag_id("base"), _tag_id("meta"), _tag_id("title")
 # What one walk of the document collects each element for (an element may play two roles: <a> is
@@ -233,11 +237,13 @@ class HtmlParser:
         heads: list[LexborNode] = []
         inline: list[LexborNode] = []
         invisible: list[LexborNode] = []
-        roles = self._roles
+        roles, unknown = self._roles, FIRST_UNKNOWN_ID
         root = tree.root
         for node in root.traverse() if root is not None else ():  # document order
-            role = roles.get(node.tag_id)
+            role = roles.get(tag_id := node.tag_id)
             if role is None:
+                if tag_id >= unknown:
+                    inline.append(node)
                 continue
             if role & _LINK:
                 links.append(node)

@@ -1,6 +1,6 @@
 """HtmlParser as it stood before its per-page CPU work was cut (commit a6102ce), kept as the reference
 the faster parser must equal, field for field (test_html_equivalence.py). One change of meaning was made
-to both since: comments and empty inline elements no longer split the text around them."""
+to both since: comments, empty inline elements and unknown elements no longer split the text around them."""
 
 # ruff: noqa
 from __future__ import annotations
@@ -17,7 +17,7 @@ from crawler.parsers.encoding import decode
 # What did not change is shared with the parser; what changed (the tree walks, collapse_ws, the
 # body's decoding) is kept here as it was.
 from crawler.parsers.html import (
-    _ABSOLUTE, _COMMENT_ID, _INLINE_IDS, _INVISIBLE, _OTHER_SCHEMES, _OTHER_WS, _SPACE_RUN, _TARGET_ATTR,
+    FIRST_UNKNOWN_ID, _ABSOLUTE, _COMMENT_ID, _INLINE_IDS, _INVISIBLE, _OTHER_SCHEMES, _OTHER_WS, _SPACE_RUN, _TARGET_ATTR,
     DEFAULT_TAGS, _default_link_rels, _origin, _refresh_target,
 )
 from crawler.urls.normalize import PLAIN
@@ -105,7 +105,7 @@ class HtmlParser:
             body_node = tree.body
             for node in [n for n in body_node.traverse() if n.tag_id == _COMMENT_ID]:
                 node.decompose()
-            for node in [n for n in body_node.traverse() if n.tag_id in _INLINE_IDS]:
+            for node in [n for n in body_node.traverse() if n.tag_id in _INLINE_IDS or n.tag_id >= FIRST_UNKNOWN_ID]:
                 node.unwrap(delete_empty=True)
             tree.merge_text_nodes()
             # Stripping each text node and skipping blank ones (indentation) leaves the same words

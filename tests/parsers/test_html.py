@@ -28,6 +28,18 @@ def n(url: str) -> str:
     return normalize(url)
 
 
+def test_lexbor_numbers_the_elements_it_knows_below_the_unknown_ones():
+    """The walk tells an unknown element by its id: every known one is below FIRST_UNKNOWN_ID."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    from crawler.parsers.html import FIRST_UNKNOWN_ID
+
+    markup = "<body><p>a<x-a>b</x-a><gtkdoclink>c</gtkdoclink><search></search><svg><feGaussianBlur/></svg>"
+    ids = {n.tag: n.tag_id for n in LexborHTMLParser(markup).root.traverse()}
+    assert max(ids[t] for t in ("html", "body", "p", "search", "svg", "feGaussianBlur")) < FIRST_UNKNOWN_ID
+    assert min(ids["x-a"], ids["gtkdoclink"]) >= FIRST_UNKNOWN_ID
+
+
 def test_html_parser_satisfies_parser_protocol():
     """HtmlParser is usable wherever a Parser is expected."""
     parser: Parser = HtmlParser()
@@ -53,6 +65,8 @@ def test_html_parser_satisfies_parser_protocol():
         ("<p>Logging (<acronym>WAL</acronym>)</p>", "", "Logging (WAL)"),
         ("<p>(<code>M&nbsp;&gt;&nbsp;nd</code><!-- /@w -->) then</p>", "", "(M > nd) then"),
         ("<p>Hello<!-- -->, <!-- -->world</p><div>a</div><!-- x --><div>b</div>", "", "Hello, world a b"),
+        # An element lexbor does not know is inline, as in a browser (gtk-doc, web components).
+        ("<p>the <GTKDOCLINK HREF='x'>threads\ndocs</GTKDOCLINK>. <time-ago>2</time-ago>d</p>", "", "the threads docs. 2d"),
     ],
 )
 def test_title_and_visible_text(markup, title, text):

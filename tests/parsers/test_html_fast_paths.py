@@ -36,14 +36,15 @@ def test_collapse_ws_matches_split_join(parts):
 
 def _reference_text(markup: str) -> str:
     """The body text as computed before the fast path: every text node joined, then collapsed (comments
-    and empty inline elements gone first, as they split no word)."""
+    and empty inline elements gone first, unknown elements inline, as they split no word)."""
     tree = LexborHTMLParser(markup.encode())
     if tree.body is None:
         return ""
     tree.strip_tags(html_module._INVISIBLE, recursive=True)
     for node in [n for n in tree.body.traverse() if n.tag_id == html_module._COMMENT_ID]:
         node.decompose()
-    for node in [n for n in tree.body.traverse() if n.tag_id in html_module._INLINE_IDS]:
+    inline = html_module._INLINE_IDS
+    for node in [n for n in tree.body.traverse() if n.tag_id in inline or n.tag_id >= html_module.FIRST_UNKNOWN_ID]:
         node.unwrap(delete_empty=True)
     tree.merge_text_nodes()
     return " ".join(tree.body.text(separator=" ").split())
@@ -51,7 +52,8 @@ def _reference_text(markup: str) -> str:
 
 _MARKUP = st.sampled_from(
     ["<p>", "</p>", "<div>", "</div>", "<b>", "</b>", "<span>", "</span>", "<br>", "<li>", "<script>x y</script>",
-     "\n    ", "  ", "\t", "&nbsp;", "\u3000", "\u00a0", " ", "wor", "ld", "é", "<pre>", "</pre>", "<!-- c -->"]
+     "\n    ", "  ", "\t", "&nbsp;", "\u3000", "\u00a0", " ", "wor", "ld", "é", "<pre>", "</pre>", "<!-- c -->",
+     "<x-y>", "</x-y>"]
 )
 
 
