@@ -1,7 +1,7 @@
 """Bytes to text: byte-order mark, Content-Type charset, ``<meta>`` charset, then detection.
 
 The result names the charset and where it came from, and is always a ``str``
-that encodes to valid UTF-8 (undecodable bytes become U+FFFD, but windows-1252's
+that encodes to valid UTF-8 (undecodable bytes become U+FFFD, except windows-1252's
 five undefined bytes, which become their C1 controls as in browsers). Detection
 (chardet, restricted to the encodings of the modern web) runs only when nothing
 declares a charset and the bytes are not valid UTF-8: it is slow next to a
@@ -31,9 +31,6 @@ _SUPERSETS = {"iso8859-1": "cp1252", "ascii": "cp1252", "iso8859-9": "cp1254", "
 # Codecs Python has that are not charsets of any web page; some (utf-7, unicode-escape)
 # could even smuggle lone surrogates into text that must encode as UTF-8.
 _NOT_CHARSETS = frozenset({"utf-7", "unicode-escape", "raw-unicode-escape", "punycode", "idna", "undefined"})
-
-
-
 
 
 def _c1_for_undefined(exc: UnicodeError) -> tuple[str, int]:

@@ -38,7 +38,7 @@ _INVISIBLE = ["script", "style", "noscript", "template", "title", "iframe", "noe
 # Phrasing elements: unwrapping them before merging text nodes keeps "wor<b>ld</b>"
 # one word, while text separated by block boundaries (<p>, <li>, <br>) gets a space.
 # One Python pass over the body finds them faster than a CSS list (lexbor matches each selector in turn).
-# The obsolete ones stay: DocBook's HTML (PostgreSQL's, GTK's, libstdc++'s manuals) wraps every
+# Obsolete ones too: DocBook's HTML (PostgreSQL's, GTK's, libstdc++'s manuals) wraps every
 # abbreviation in <acronym>, and "(WAL)" must not become "( WAL )".
 # fmt: off
 _INLINE = frozenset((
