@@ -90,11 +90,11 @@ bench-manyhosts: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
 bench-realsites: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
 	$(BENCH_CRAWLER)/bin/python bench/realsites.py
 
-# The crawler's page text against an independent renderer's (turbohtml, in the peers' virtualenv) on those
-# trees: pages whose texts differ, and where (docs/benchmarks.md "Another HTML parser measured").
-.PHONY: bench-textcheck
-bench-textcheck: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
-	$(BENCH_CRAWLER)/bin/python bench/textcheck.py
+# The crawler's page text and links against an independent HTML library's (turbohtml, in the peers' virtualenv)
+# on those trees: pages where they differ, and how (docs/benchmarks.md "Another HTML parser measured").
+.PHONY: bench-pagecheck
+bench-pagecheck: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
+	$(BENCH_CRAWLER)/bin/python bench/pagecheck.py
 
 # Crawler vs Scrapy vs the floor on the documentation trees above (each on 2 loopback addresses) next to
 # bench-compare's generated hosts, with Crawl-delay hosts, slow pages and a spider trap; summed RSS of every
