@@ -170,3 +170,22 @@ class TestArrowAllocator:
         out = subprocess.run([sys.executable, "-c", self._SCRIPT], env=env, capture_output=True, text=True,
                              check=True).stdout
         assert out.splitlines()[-1] == expected
+
+
+class TestBlasThreads:
+    """numpy (which pyarrow imports) starts no OpenBLAS threads in a command, unless the user asks for them."""
+
+    _SCRIPT = ("import os, sys\nfrom crawler.cli import main\nsys.argv = ['crawler', 'normalize-check']\n"
+               "main()\nimport pyarrow\n"
+               # OpenBLAS's threads bear the process's name; Arrow's jemalloc starts one of its own name.
+               "names = [open(f'/proc/self/task/{t}/comm').read() for t in os.listdir('/proc/self/task')]\n"
+               "print(names.count(open('/proc/self/comm').read()))\n")
+
+    @pytest.mark.parametrize(("chosen", "threads"), [(None, 1), ("2", 2)])
+    def test_openblas_threads_of_a_command(self, chosen, threads):
+        env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+        if chosen:
+            env["OPENBLAS_NUM_THREADS"] = chosen
+        out = subprocess.run([sys.executable, "-c", self._SCRIPT], env=env, capture_output=True, text=True,
+                             input="", check=True).stdout
+        assert int(out.splitlines()[-1]) == threads
