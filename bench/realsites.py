@@ -18,10 +18,13 @@ real web; nothing of it may be queued, resolved or asked).
     python3 bench/realsites.py [--tree DIR] [-D db.max_outlinks=5000 --label cap5000] [--only django,python]
     python3 bench/realsites.py --contenders wget,crawler --only more   # eight more HTML generators
     python3 bench/realsites.py --contenders wget --only all --daemon   # the daemon on all fifteen at once
+    python3 bench/realsites.py --contenders wget --together            # one `crawl` of the seven at once
 
 --daemon also runs `crawler daemon` seeded with every wanted site's root at once, as a user runs the
 crawler, until it is idle with nothing due (every segment fetched and merged): each site's pages against
 wget's, its requests into the Disallow, and its wall and CPU against wget's crawls one site after another.
+--together does the same with one `crawler crawl` seeded with every wanted site's root (the command a user
+runs for a list of sites, to its end), reported in the same form.
 """
 
 from __future__ import annotations
@@ -420,12 +423,35 @@ def run_daemon(server: Sites, sites: list[Site], tag: str, args: argparse.Namesp
     return wall, usage.ru_utime + usage.ru_stime, runs
 
 
-def daemon_report(results: dict[str, dict[str, Run]], runs: list[tuple[float, float, dict[str, Run]]],
-                  sites: list[Site]) -> list[str]:
-    """Each site's pages as the daemon found them, all sites crawled at once, against wget's one by one."""
+def run_together(server: Sites, sites: list[Site], tag: str, args: argparse.Namespace) -> tuple[float, float, dict[str, Run]]:
+    """One `crawler crawl` seeded with every site's root at once, to its end: its wall and CPU, and each site's
+    requests (as ``run_daemon``'s)."""
+    crawl = WORK / f"together-{args.label}"
+    tree = Path(args.tree).resolve()
+    cmd = crawl_command(args.crawler, tree, crawl, "", args)  # a fresh folder; its seeds file is written here
+    crawl.with_suffix(".seeds").write_text(
+        "".join(f"http://{address(KNOWN.index(site))}:{server.port}/\n" for site in sites))
+    log = WORK / f"together-{args.label}-{tag}.log"
+    offset = server.log_size()
+    status, wall, cpu, rss = timed(cmd, log, crawler_env(tree))
+    if status != 0:
+        raise RuntimeError(f"crawler failed (exit {status}); see {log}")
+    if '"level": "error"' in log.read_text(errors="replace"):
+        raise RuntimeError(f"the crawl logged errors; see {log}")
+    runs = {}
+    for site in sites:
+        run = Run("crawler", wall, cpu, rss, 0.0)
+        observe(server, run, offset, address(KNOWN.index(site)), site, "crawler/", one_site=True)
+        runs[site.name] = run
+    return wall, cpu, runs
+
+
+def at_once_report(results: dict[str, dict[str, Run]], runs: list[tuple[float, float, dict[str, Run]]],
+                  sites: list[Site], who: str = "The daemon", until: str = "to its idle") -> list[str]:
+    """Each site's pages as ``who`` found them, all sites crawled at once, against wget's one by one."""
     wall = statistics.median(r[0] for r in runs)
     cpu = statistics.median(r[1] for r in runs)
-    lines = ["| site | daemon's HTML pages | of wget's | missed | extra | disallowed requests | requests | foreign Host |",
+    lines = [f"| site | {who}'s HTML pages | of wget's | missed | extra | disallowed requests | requests | foreign Host |",
              "|---|---|---|---|---|---|---|---|"]
     pages = common = wget_pages = 0
     wget_wall = 0.0
@@ -435,12 +461,13 @@ def daemon_report(results: dict[str, dict[str, Run]], runs: list[tuple[float, fl
         pages, common, wget_pages, wget_wall = pages + len(d.html), common + len(shared), wget_pages + len(w.html), wget_wall + w.wall
         lines.append(f"| {site.name} | {len(d.html)} | {100 * len(shared) / len(w.html):.1f}% | {len(set(w.html) - shared)} "
                      f"| {len(set(d.html) - shared)} | {len(d.disallowed)} | {d.requests} | {sum(d.foreign_hosts.values())} |")
-    lines += [f"{name}: {run.other_agents} requests from another client during the daemon's run"
+    lines += [f"{name}: {run.other_agents} requests from another client during the run"
               for name, run in runs[0][2].items() if run.other_agents]
-    lines += ["", f"The daemon, every site at once: {pages} HTML pages ({100 * common / wget_pages:.1f}% of wget's) in "
-              f"{wall:.2f} s to its idle (median of {len(runs)}), {pages / wall:.0f} pages/s, "
-              f"{1000 * cpu / max(pages, 1):.2f} CPU s / 1000 pages; wget, one site after another: {wget_wall:.2f} s, "
-              f"{wget_pages / wget_wall:.0f} pages/s."]
+    lines += ["", f"{who}, every site at once: {pages} HTML pages ({100 * common / wget_pages:.1f}% of wget's) in "
+              f"{wall:.2f} s {until} (median of {len(runs)}; runs {', '.join(f'{r[0]:.2f}' for r in runs)}), "
+              f"{pages / wall:.0f} pages/s, {1000 * cpu / max(pages, 1):.2f} CPU s / 1000 pages; wget, one site "
+              f"after another: {wget_wall:.2f} s, {wget_pages / wget_wall:.0f} pages/s: "
+              f"**{(pages / wall) / (wget_pages / wget_wall):.2f}x**."]
     return lines
 
 
@@ -580,6 +607,8 @@ def main() -> None:
     parser.add_argument("--scrapy-python", type=Path, default=SCRAPY_PYTHON)
     parser.add_argument("--daemon", action="store_true",
                         help="after the sites one by one, `crawler daemon` on all of them at once (each --runs)")
+    parser.add_argument("--together", action="store_true",
+                        help="after the sites one by one, one `crawler crawl` of all of them at once (each --runs)")
     parser.add_argument("--only", default="core", help="sites by name, or core (the seven of the headline "
                         "figure), more (eight more HTML generators) or all")
     parser.add_argument("--runs", type=int, default=1, help="runs per contender, alternating; medians of times")
@@ -633,13 +662,16 @@ def main() -> None:
             results[site.name] = {name: median_run(r) for name, r in runs.items()}
             every[site.name] = runs
         daemon_runs = [run_daemon(server, sites, str(i), args) for i in range(args.runs)] if args.daemon else []
+        together_runs = [run_together(server, sites, str(i), args) for i in range(args.runs)] if args.together else []
     lines = report(results, sites, args.show)
     by_run = run_by_run(every, args.runs)
     if by_run:
         lines += ["", "Run by run, each contender's pages over its summed walls, against wget's: "
                   + "; ".join(f"{name} " + ", ".join(f"{x:.3f}" for x in ratios) for name, ratios in by_run.items())]
     if daemon_runs:
-        lines += ["", *daemon_report(results, daemon_runs, sites)]
+        lines += ["", *at_once_report(results, daemon_runs, sites)]
+    if together_runs:
+        lines += ["", *at_once_report(results, together_runs, sites, "One `crawl`", "to its end")]
     print("\n" + "\n".join(lines))
     out = WORK / f"results-{args.label}.json"
     tmp = out.with_suffix(".json.tmp")
@@ -656,6 +688,9 @@ def main() -> None:
         "daemon": [{"wall": wall, "cpu": cpu, "sites": {name: {**asdict(run), "pages": len(run.html)}
                                                          for name, run in runs.items()}}
                    for wall, cpu, runs in daemon_runs],
+        "together": [{"wall": wall, "cpu": cpu, "sites": {name: {**asdict(run), "pages": len(run.html)}
+                                                           for name, run in runs.items()}}
+                     for wall, cpu, runs in together_runs],
         "run_by_run": by_run,
         "walls": {site: {name: [run.wall for run in runs] for name, runs in by_name.items()}
                   for site, by_name in every.items()},
