@@ -163,7 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
         # pyarrow imports numpy, whose OpenBLAS starts a thread per core that spins while it waits for work:
         # ~80 ms of CPU in every command (numpy's import alone, 0.17 against 0.09 CPU s here), on the core
-        # the fork server's imports want at start-up. The crawler does no linear algebra; a user's value wins.
+        # the fork server's imports want at start-up. The crawler's one BLAS call (the SimHash's small product
+        # of votes) is no slower on one thread (docs/benchmarks.md, "OpenBLAS's idle threads"); a user's value wins.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     if own_process:
         # Start-up (imports, the config) makes ~70,000 objects that live as long as the process and next
