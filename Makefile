@@ -87,8 +87,9 @@ bench-manyhosts: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
 
 # wget, the crawler and Scrapy on Debian documentation trees served by nginx (packages fetched once with
 # apt-get download, nginx and wget installed with apt-get if missing): docs/benchmarks.md "Real sites".
+# One `crawl` per tree, then one `crawl` of all the trees at once (--together), as users crawl a list of sites.
 bench-realsites: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
-	$(BENCH_CRAWLER)/bin/python bench/realsites.py
+	$(BENCH_CRAWLER)/bin/python bench/realsites.py --together
 
 # The crawler's page text and links against an independent HTML library's (turbohtml, in the peers' virtualenv)
 # on those trees: pages where they differ, and how (docs/benchmarks.md "Another HTML parser measured").
