@@ -66,7 +66,7 @@ def main() -> None:
         files = pages(root, args.pages)
         urls = ["http://127.0.0.1/" + f.relative_to(root).as_posix() for f in files]
         job = {"paths": list(map(str, files)), "urls": urls, "tags": list(cfg.parse.outlink_tags),
-               "link_rels": list(cfg.parse.link_rels)}
+               "link_rels": list(cfg.parse.link_rels), "invisible": list(html._INVISIBLE)}
         peer = json.loads(subprocess.run([str(SCRAPY_PYTHON), str(PEERS / "turbopage.py")], input=json.dumps(job),
                                          capture_output=True, text=True, check=True).stdout)
         texts, links = [], []

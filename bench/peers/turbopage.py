@@ -6,8 +6,8 @@ counts as invisible, which elements and <link rel> types are links, that rel=nof
 nofollow are obeyed, and that list items carry no marker; where a break falls between two runs of text,
 what an href resolves to and which <base> counts are its own decisions.
 
-Reads {"paths": [...], "urls": [...], "tags": [...], "link_rels": [...]} as JSON on stdin (each file with the URL it is
-served at) and writes a JSON list of {"text": ..., "links": [...]}, text whitespace-collapsed, links
+Reads {"paths": [...], "urls": [...], "tags": [...], "link_rels": [...], "invisible": [...]} as JSON on stdin (each
+file with the URL it is served at; the crawler's link elements, link types and invisible elements) and writes a JSON list of {"text": ..., "links": [...]}, text whitespace-collapsed, links
 absolute and unnormalized, in document order.
 """
 
@@ -20,7 +20,6 @@ from urllib.parse import urljoin
 import turbohtml
 from turbohtml import PlainText
 
-INVISIBLE = ("script", "style", "noscript", "template", "title", "iframe", "noembed")
 OPTIONS = PlainText(layout="strict", bullet="", table_cell_separator=" ")
 TARGET = {"a": "href", "area": "href", "link": "href", "frame": "src", "iframe": "src"}
 
@@ -52,25 +51,26 @@ def links(doc: turbohtml.Document, url: str, tags: tuple[str, ...], link_rels: s
     return found
 
 
-def text(doc: turbohtml.Document) -> str:
+def text(doc: turbohtml.Document, invisible: tuple[str, ...]) -> str:
     body = doc.select_one("body")
     if body is None:
         return ""
-    for element in reversed(list(body.iter_elements(INVISIBLE))):  # innermost first
+    for element in reversed(list(body.iter_elements(invisible))):  # innermost first
         element.decompose()
     for element in list(body.iter_elements("ol")):
         element.tag = "ul"  # an ordered list's numbers are the renderer's, not the page's text
     return " ".join(body.to_text(OPTIONS).split())
 
 
-def read(path: str, url: str, tags: tuple[str, ...], link_rels: set[str]) -> dict[str, object]:
+def read(path: str, url: str, tags: tuple[str, ...], link_rels: set[str], invisible: tuple[str, ...]) -> dict[str, object]:
     with open(path, "rb") as fh:
         doc = turbohtml.parse(fh.read(), positions=False)
     found = links(doc, url, tags, link_rels)  # before text(), which deletes elements
-    return {"text": text(doc), "links": found}
+    return {"text": text(doc, invisible), "links": found}
 
 
 if __name__ == "__main__":
     job = json.load(sys.stdin)
     tags, rels = tuple(t for t in job["tags"] if t in TARGET), {r.lower() for r in job["link_rels"]}
-    json.dump([read(p, u, tags, rels) for p, u in zip(job["paths"], job["urls"], strict=True)], sys.stdout)
+    invisible = tuple(job["invisible"])
+    json.dump([read(p, u, tags, rels, invisible) for p, u in zip(job["paths"], job["urls"], strict=True)], sys.stdout)
