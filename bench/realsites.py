@@ -375,6 +375,23 @@ def run_crawler(server: Sites, site: Site, addr: str, tag: str, args: argparse.N
     return run
 
 
+def roots(server: Sites, sites: list[Site]) -> str:
+    """A seeds file of every site's root, for a run that crawls them all at once."""
+    return "".join(f"http://{address(KNOWN.index(site))}:{server.port}/\n" for site in sites)
+
+
+def each_site(server: Sites, sites: list[Site], offset: int, contender: str, wall: float, cpu: float,
+              rss_mb: float) -> dict[str, Run]:
+    """Each site's share of a run that crawled them all at once (the whole run's wall, CPU and memory): its
+    requests, read from the access log past ``offset`` by the site's address."""
+    runs = {}
+    for site in sites:
+        run = Run(contender, wall, cpu, rss_mb, 0.0)
+        observe(server, run, offset, address(KNOWN.index(site)), site, "crawler/", one_site=True)
+        runs[site.name] = run
+    return runs
+
+
 _DAEMON_LIMIT = 1800  # s: a daemon that never gets idle (a URL always due again) must not hang the bench
 
 
@@ -385,8 +402,7 @@ def run_daemon(server: Sites, sites: list[Site], tag: str, args: argparse.Namesp
     work = WORK / f"daemon-{args.label}"
     shutil.rmtree(work, ignore_errors=True)
     (work / "seeds").mkdir(parents=True)
-    (work / "seeds" / "roots.txt").write_text(
-        "".join(f"http://{address(KNOWN.index(site))}:{server.port}/\n" for site in sites))
+    (work / "seeds" / "roots.txt").write_text(roots(server, sites))
     tree = Path(args.tree).resolve()
     cmd = at_info([str(args.crawler), "daemon", "-D", f"daemon.seeds={work / 'seeds'}", "-D", "metrics.listen=",
                    *bench_config(tree, work / "crawl", args)])  # the experiment's -D values last: they win
@@ -415,12 +431,8 @@ def run_daemon(server: Sites, sites: list[Site], tag: str, args: argparse.Namesp
         raise RuntimeError(f"the daemon exited {os.waitstatus_to_exitcode(status)} on SIGTERM; see {log}")
     if '"level": "error"' in log.read_text(errors="replace"):
         raise RuntimeError(f"the daemon logged errors; see {log}")
-    runs = {}
-    for site in sites:
-        run = Run("daemon", wall, 0.0, usage.ru_maxrss / 1024, 0.0)
-        observe(server, run, offset, address(KNOWN.index(site)), site, "crawler/", one_site=True)
-        runs[site.name] = run
-    return wall, usage.ru_utime + usage.ru_stime, runs
+    return wall, usage.ru_utime + usage.ru_stime, each_site(server, sites, offset, "daemon", wall, 0.0,
+                                                             usage.ru_maxrss / 1024)
 
 
 def run_together(server: Sites, sites: list[Site], tag: str, args: argparse.Namespace) -> tuple[float, float, dict[str, Run]]:
@@ -429,8 +441,7 @@ def run_together(server: Sites, sites: list[Site], tag: str, args: argparse.Name
     crawl = WORK / f"together-{args.label}"
     tree = Path(args.tree).resolve()
     cmd = crawl_command(args.crawler, tree, crawl, "", args)  # a fresh folder; its seeds file is written here
-    crawl.with_suffix(".seeds").write_text(
-        "".join(f"http://{address(KNOWN.index(site))}:{server.port}/\n" for site in sites))
+    crawl.with_suffix(".seeds").write_text(roots(server, sites))
     log = WORK / f"together-{args.label}-{tag}.log"
     offset = server.log_size()
     status, wall, cpu, rss = timed(cmd, log, crawler_env(tree))
@@ -438,12 +449,7 @@ def run_together(server: Sites, sites: list[Site], tag: str, args: argparse.Name
         raise RuntimeError(f"crawler failed (exit {status}); see {log}")
     if '"level": "error"' in log.read_text(errors="replace"):
         raise RuntimeError(f"the crawl logged errors; see {log}")
-    runs = {}
-    for site in sites:
-        run = Run("crawler", wall, cpu, rss, 0.0)
-        observe(server, run, offset, address(KNOWN.index(site)), site, "crawler/", one_site=True)
-        runs[site.name] = run
-    return wall, cpu, runs
+    return wall, cpu, each_site(server, sites, offset, "crawler", wall, cpu, rss)
 
 
 def at_once_report(results: dict[str, dict[str, Run]], runs: list[tuple[float, float, dict[str, Run]]],
