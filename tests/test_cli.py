@@ -156,38 +156,37 @@ class TestProcessExit:
         assert out.decode().splitlines() == ["http://example.com/b", "atexit ran"]
 
 
+def _after_a_command(then: str, unset: tuple[str, ...], chosen: dict[str, str]) -> str:
+    """The last line that ``then`` prints in a fresh interpreter after a command ran there through main()
+    (which sets the process's library settings), with ``unset`` gone from the environment and ``chosen`` in it."""
+    env = {k: v for k, v in os.environ.items() if k not in unset} | chosen
+    script = "import os, sys\nfrom crawler.cli import main\nsys.argv = ['crawler', 'normalize-check']\nmain()\n" + then
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, input="",
+                         check=True).stdout
+    return out.splitlines()[-1]
+
+
 class TestArrowAllocator:
     """The command's processes take Arrow's buffers from malloc (trimmed between steps), unless the user chose."""
 
-    _SCRIPT = ("import sys\nfrom crawler.cli import main\nsys.argv = ['crawler', 'normalize-check', 'http://a/']\n"
-               "main()\nimport pyarrow\nprint(pyarrow.default_memory_pool().backend_name)\n")
-
     @pytest.mark.parametrize(("chosen", "expected"), [(None, "system"), ("mimalloc", "mimalloc")])
     def test_arrow_pool_of_a_command(self, chosen, expected):
-        env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
-        if chosen:
-            env["ARROW_DEFAULT_MEMORY_POOL"] = chosen
-        out = subprocess.run([sys.executable, "-c", self._SCRIPT], env=env, capture_output=True, text=True,
-                             check=True).stdout
-        assert out.splitlines()[-1] == expected
+        then = "import pyarrow\nprint(pyarrow.default_memory_pool().backend_name)\n"
+        mine = {"ARROW_DEFAULT_MEMORY_POOL": chosen} if chosen else {}
+        assert _after_a_command(then, ("ARROW_DEFAULT_MEMORY_POOL",), mine) == expected
 
 
 class TestBlasThreads:
     """numpy (which pyarrow imports) starts no OpenBLAS threads in a command, unless the user asks for them."""
 
-    _SCRIPT = ("import os, sys\nfrom crawler.cli import main\nsys.argv = ['crawler', 'normalize-check']\n"
-               "main()\nimport pyarrow\n"
-               # OpenBLAS's threads bear the process's name; Arrow's jemalloc starts one of its own name.
-               "names = [open(f'/proc/self/task/{t}/comm').read() for t in os.listdir('/proc/self/task')]\n"
-               "print(names.count(open('/proc/self/comm').read()), os.environ['OPENBLAS_NUM_THREADS'])\n")
+    _THEN = ("import pyarrow\n"
+             # OpenBLAS's threads bear the process's name; Arrow's jemalloc starts one of its own name.
+             "names = [open(f'/proc/self/task/{t}/comm').read() for t in os.listdir('/proc/self/task')]\n"
+             "print(names.count(open('/proc/self/comm').read()), os.environ['OPENBLAS_NUM_THREADS'])\n")
 
     def _run(self, chosen: str | None) -> tuple[int, str]:
-        env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
-        if chosen:
-            env["OPENBLAS_NUM_THREADS"] = chosen
-        out = subprocess.run([sys.executable, "-c", self._SCRIPT], env=env, capture_output=True, text=True,
-                             input="", check=True).stdout
-        threads, setting = out.splitlines()[-1].split()
+        mine = {"OPENBLAS_NUM_THREADS": chosen} if chosen else {}
+        threads, setting = _after_a_command(self._THEN, ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"), mine).split()
         return int(threads), setting
 
     def test_one_thread_by_default(self):
