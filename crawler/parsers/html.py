@@ -12,6 +12,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from crawler.parsers.base import Outlink, ParseResult
 from crawler.parsers.directives import Robots, parse_directives, robot_names
 from crawler.parsers.encoding import decode_utf8
+from crawler.parsers.linkcache import SharedTargets
 from crawler.urls.normalize import PLAIN, Normalizer
 
 if TYPE_CHECKING:  # the parse processes never load the config's models (pydantic): they get its settings as plain values
@@ -87,6 +88,7 @@ _ROLES[_COMMENT_ID] = _INVISIBLE_ROLE
 for _id in (_BASE_ID, _META_ID, _TITLE_ID):
     _ROLES[_id] = _ROLES.get(_id, 0) | _HEAD
 _SLASHES = ("/", "\\")
+_UNSEEN = object()  # not in a table (None there is a rejected href)
 # First characters, but letters and digits, of a path relative to the page's folder (what whitespace
 # stripping cannot turn into another form of reference: '/x', '?q', '#f', '').
 _PATH_FIRST = frozenset("._-~%")
@@ -213,6 +215,7 @@ class HtmlParser:
         # the page's normalized URL (/p//0.html's ../p/1.html is /p/1.html, as on /p/0.html).
         self._normalizer = normalizer
         self._follow_nofollow = follow_nofollow_links
+        self._shared = SharedTargets()
         self._tags = frozenset(t.lower() for t in outlink_tags)
         self._link_rels = frozenset(r.lower() for r in (link_rels if link_rels is not None else _default_link_rels()))
         # <link> is always collected: rel=canonical is read from it even when it is no outlink.
@@ -305,15 +308,19 @@ class HtmlParser:
     def _outlinks(self, links: list[LexborNode], res: ParseResult, base: str) -> list[Outlink]:
         follow = not res.nofollow
         tags, link_rels = self._tags, self._link_rels
-        resolved: dict[str, str | None] = {}  # pages repeat hrefs; normalizing is the costly part
+        resolved: dict[str, str | None] = {}  # hrefs only this page's base resolves: pages repeat them too
         normalizer = self._normalizer
         resolve = normalizer.resolve
-        # An absolute URL, or one starting with a slash (a path from the root, or `//host/...`),
-        # resolves the same on every page with this base's origin: pages of a site repeat their
-        # navigation links, and a hit in this cache costs a tenth of normalizing.
-        resolve_shared = normalizer.resolve_cached
         origin, directory = _origin(base, normalizer.normalize)
         root = origin + "/" if origin is not None else None
+        # An absolute URL, or one starting with a slash (a path from the root, or `//host/...`), resolves
+        # the same on every page with this base's origin; a path relative to the page's folder on every
+        # page of that folder: each is kept in the table of what it depends on, across pages (linkcache.py).
+        # Keyed by the origin ('http://h', no slash) and by the folder ('http://h/' for the root folder): the
+        # root folder's relative hrefs must never be read as paths from the root of a deeper page.
+        by_root = self._shared.table(origin) if origin is not None else {}
+        by_folder = self._shared.table(directory) if directory is not None else {}
+        added = 0
         found: dict[str, Outlink] = {}  # insertion order = document order, first anchor kept
         for node in links:
             tag = _TAG_OF_ID[node.tag_id]  # an int lookup; .tag builds a str
@@ -330,26 +337,39 @@ class HtmlParser:
             raw = attrs.get(_TARGET_ATTR[tag])
             if raw is None:
                 continue
-            if raw in resolved:
-                target = resolved[raw]
-            elif root is None:
-                target = resolved[raw] = resolve(raw, base)
-            # Most links are paths from the root: tested first, as the prefixes exclude each other.
-            elif raw[:1] in _SLASHES:
-                target = resolved[raw] = resolve_shared(raw, root)
-            elif raw.startswith(_ABSOLUTE):
-                target = resolved[raw] = resolve_shared(raw, None)
-            elif raw.startswith(_OTHER_SCHEMES):  # what normalize() would reject, without its regex and raise
-                target = resolved[raw] = None
-            # A path relative to the page's folder ('os.html#x', '../index.html') resolves the same on every
-            # page of that folder: documentation pages repeat hundreds of them. Only a path that cannot be
-            # a scheme or start with whitespace (stripped, it could become any other form) is shared.
-            elif directory is not None and (path := _folder_path(raw)) is not None:
-                target = resolved[raw] = resolve_shared(path, directory)
-            else:
-                target = resolved[raw] = resolve(raw, base)
+            # A table holds only hrefs of its own kind (the tests below decide it): one lookup each, in the
+            # order of how common they are on documentation pages, before any test of the href itself.
+            if (target := by_folder.get(raw, _UNSEEN)) is _UNSEEN and (target := by_root.get(raw, _UNSEEN)) is _UNSEEN:
+                if raw in resolved:
+                    target = resolved[raw]
+                elif root is None:
+                    target = resolved[raw] = resolve(raw, base)
+                # Most links are paths from the root: tested first, as the prefixes exclude each other.
+                elif raw[:1] in _SLASHES:
+                    target = by_root[raw] = resolve(raw, root)
+                    added += 1
+                elif raw.startswith(_ABSOLUTE):
+                    target = by_root[raw] = resolve(raw)
+                    added += 1
+                elif raw.startswith(_OTHER_SCHEMES):  # what normalize() would reject, without its regex and raise
+                    target = resolved[raw] = None
+                # Only a path that cannot be a scheme or start with whitespace (stripped, it could become any
+                # other form of reference) is the folder's; the normalizer drops its fragment.
+                elif directory is not None and (path := _folder_path(raw)) is not None:
+                    # Kept under the href without its fragment too: the page's other anchors into that file
+                    # ('os.html#os.walk', 'os.html#os.sep') are then one lookup more, not a normalize each.
+                    if (target := by_folder.get(path, _UNSEEN)) is _UNSEEN:
+                        target = by_folder[path] = resolve(path, directory)
+                        added += 1
+                    if raw is not path:
+                        by_folder[raw] = target
+                        added += 1
+                else:
+                    target = resolved[raw] = resolve(raw, base)
             if target is not None and target not in found:
                 found[target] = Outlink(target, _anchor(node, tag))
+        if added:
+            self._shared.added(added)
         if follow and res.refresh is not None and res.refresh not in found:
             found[res.refresh] = Outlink(res.refresh, "")
         return list(found.values())

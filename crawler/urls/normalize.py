@@ -169,7 +169,7 @@ def _finish_any(href: str, rules: Rules | None = None) -> str:
 
 class Normalizer:
     """The normalizer with its options; ``normalize(url, base=None)`` raises InvalidUrl, ``resolve`` gives None
-    instead, and ``resolve_cached`` is ``resolve`` behind an LRU, for links that resolve the same on many pages.
+    instead (a parser keeps what many pages share itself: crawler/parsers/linkcache.py).
 
     ``schemes``: the schemes accepted; ``hints``: scheme -> why it is not accepted, for the reason;
     ``collapse_slashes``: '//' runs in the path become '/'; ``drop_params``: names or globs of query
@@ -184,7 +184,6 @@ class Normalizer:
         self.drop_params = tuple(drop_params)
         self.hints = dict(hints or {})
         self.normalize = self._build()
-        self.resolve_cached = lru_cache(maxsize=16384)(self.resolve)
 
     @classmethod
     def from_config(cls, cfg: CrawlerConfig) -> Normalizer:

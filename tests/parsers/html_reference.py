@@ -6,6 +6,7 @@ to both since: comments, empty inline elements and unknown elements no longer sp
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -24,7 +25,8 @@ from crawler.urls.normalize import PLAIN
 
 DEFAULT_LINK_RELS = _default_link_rels()  # html.py reads it from the config's model on use (no pydantic there)
 
-_resolve, _resolve_shared = PLAIN.resolve, PLAIN.resolve_cached
+# The parser resolved hrefs shared by pages through an LRU over (href, base) then, as Normalizer.resolve_cached.
+_resolve, _resolve_shared = PLAIN.resolve, lru_cache(maxsize=16384)(PLAIN.resolve)
 
 
 def collapse_ws(s: str) -> str:

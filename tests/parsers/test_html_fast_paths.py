@@ -143,3 +143,35 @@ def test_folder_relative_links_resolve_against_each_pages_folder():
             if url not in expected:
                 expected.append(url)
         assert [o.url for o in parser.parse(markup, page, "text/html").outlinks] == expected, page
+
+
+# One parser for every example: its tables of hrefs carry over from page to page, as in a parse process.
+_ONE_PARSER = HtmlParser(normalizer=Normalizer(("http", "https", "file")))
+_FOLDER_PAGES = st.sampled_from(["http://a.example/lib/p.html", "http://a.example/lib/q.html?s=1#t",
+                                 "http://a.example/lib/deep/r.html", "http://a.example/", "https://a.example/lib/p.html",
+                                 "http://b.example/lib/p.html", "http://a.example:81/lib/p.html",
+                                 "file:///srv/lib/p.html", "http://a.example/lib/p.html/"])
+_FOLDER_HREF = st.lists(
+    st.sampled_from(["os.html", "#", "#x", "#y", "../", "./", "a/", "b.html", "?q", "/", "//c.example/", "http:",
+                     "http://d.example/z", "%41", "é", " ", "_", "~", "-", ".", ":", "x"]),
+    max_size=5,
+).map("".join)
+
+
+@settings(max_examples=600, deadline=None)
+@given(pages=st.lists(st.tuples(_FOLDER_PAGES, st.lists(_FOLDER_HREF, max_size=6)), min_size=1, max_size=4))
+def test_outlinks_across_pages_equal_normalize_of_each_href(pages):
+    """Pages of one parser, in any order, sharing hrefs within and across folders and origins: each page's
+    outlinks are normalize(href, page), whatever table held the href since an earlier page."""
+    normalizer = Normalizer(("http", "https", "file"))
+    for page, hrefs in pages:
+        expected: list[str] = []
+        for href in hrefs:
+            try:
+                url = normalizer.normalize(href, page)
+            except InvalidUrl:
+                continue
+            if url not in expected:
+                expected.append(url)
+        markup = "".join(f"<a href='{escape(h, quote=True)}'>x</a>" for h in hrefs).encode()
+        assert [o.url for o in _ONE_PARSER.parse(markup, page, "text/html").outlinks] == expected, (page, hrefs)

@@ -143,7 +143,7 @@ def test_normalizer_pickles_with_its_rules():
     """A parser's normalizer goes to worker processes with its options."""
     clone = pickle.loads(pickle.dumps(_normalizer(FILES)))
     assert clone.normalize("file:///a//b?gclid=1") == "file:///a/b"
-    assert clone.resolve_cached("//x", "http://h.example/") == "http://x/"
+    assert clone.resolve("//x", "http://h.example/") == "http://x/"
 
 
 @pytest.mark.parametrize("value", ['[""]', "[a=b]", "['a b']", "[utm_*&x]", "[/x]"])
