@@ -8,7 +8,9 @@ keyed by the raw href, where an LRU keyed by (href, base) took a classification 
 its hash and a call (docs/benchmarks.md, "Outlinks from a table per folder").
 
 Two generations bound the memory: tables used since the last turn are the young one, the others
-are dropped at the next turn, which comes once the young tables took ``capacity`` entries.
+are dropped at the next turn, which comes once the young tables took ``capacity`` entries. A table
+used on every page (a site whose pages all link from one folder, each to new URLs) would be carried
+from turn to turn and grow without end: one that holds half the capacity starts afresh instead.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class SharedTargets:
         table = self._young.get(prefix)
         if table is None:
             table = self._old.pop(prefix, None)
-            if table is None:
+            if table is None or len(table) > self.capacity // 2:
                 table = {}
             else:
                 self._entries += len(table)

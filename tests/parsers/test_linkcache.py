@@ -17,6 +17,18 @@ def test_tables_are_bounded_by_two_generations():
     assert len(shared) >= 100  # the last generation's tables are still there
 
 
+def test_a_table_used_on_every_page_is_bounded_too():
+    """One folder whose every page links to new URLs (an endless listing): its table starts afresh, the
+    tables stay within their bound."""
+    shared = SharedTargets(capacity=100)
+    for page in range(1000):
+        table = shared.table("http://h.example/list/")
+        for i in range(5):
+            table[f"item-{page}-{i}.html"] = f"http://h.example/list/item-{page}-{i}.html"
+        shared.added(5)
+        assert len(shared) <= 2 * (100 + 5)
+
+
 def test_a_table_in_use_survives_each_turn():
     """A folder's table used in every generation keeps its entries; one left unused goes at the second turn."""
     shared = SharedTargets(capacity=50)
