@@ -308,7 +308,7 @@ class HtmlParser:
     def _outlinks(self, links: list[LexborNode], res: ParseResult, base: str) -> list[Outlink]:
         follow = not res.nofollow
         tags, link_rels = self._tags, self._link_rels
-        resolved: dict[str, str | None] = {}  # hrefs only this page's base resolves: pages repeat them too
+        resolved: dict[str, str | None] = {}  # this page's own hrefs ('?q', '#f', other schemes), each once
         normalizer = self._normalizer
         resolve = normalizer.resolve
         origin, directory = _origin(base, normalizer.normalize)
