@@ -344,6 +344,12 @@ class HtmlParser:
                     target = resolved[raw]
                 elif root is None:
                     target = resolved[raw] = resolve(raw, base)
+                # A fragment of the page itself ('#section', Sphinx's headerlinks: dozens a page) is the page:
+                # the normalizer drops fragments. One resolve a page, not one per fragment.
+                elif raw[:1] == "#" and len(raw) < 1024:
+                    if (target := resolved.get("#", _UNSEEN)) is _UNSEEN:
+                        target = resolved["#"] = resolve("#", base)
+                    resolved[raw] = target
                 # Most links are paths from the root: tested first, as the prefixes exclude each other.
                 elif raw[:1] in _SLASHES:
                     target = by_root[raw] = resolve(raw, root)

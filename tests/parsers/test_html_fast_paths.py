@@ -66,6 +66,20 @@ def test_text_matches_joined_text_nodes(parts, pad):
     assert res.text == _reference_text(markup)
 
 
+def _expected(hrefs: list[str], page: str, normalizer: Normalizer | None = None) -> list[str]:
+    """The outlinks a page with these hrefs must have: each href normalized against the page, the first of
+    each URL kept, the rejected ones left out."""
+    found: list[str] = []
+    for href in hrefs:
+        try:
+            url = normalizer.normalize(href, page) if normalizer is not None else normalize(href, page)
+        except InvalidUrl:
+            continue
+        if url not in found:
+            found.append(url)
+    return found
+
+
 def _links(hrefs: list[str], page: str) -> list[str]:
     markup = "".join(f"<a href='{escape(h, quote=True)}'>x</a>" for h in hrefs)
     return [o.url for o in HtmlParser().parse(markup.encode(), page, "text/html").outlinks]
@@ -95,15 +109,7 @@ _PAGES = st.sampled_from(["http://a.example/d/p", "https://b.example:8443/", "ht
 @given(hrefs=st.lists(_HREF, max_size=6), page=_PAGES)
 def test_outlinks_equal_normalize_of_each_href(hrefs, page):
     """Each outlink is normalize(href, page), whatever path (per page or cached across pages) resolved it."""
-    expected: list[str] = []
-    for href in hrefs:
-        try:
-            url = normalize(href, page)
-        except InvalidUrl:
-            continue
-        if url not in expected:
-            expected.append(url)
-    assert _links(hrefs, page) == expected
+    assert _links(hrefs, page) == _expected(hrefs, page)
 
 
 @pytest.mark.parametrize(
@@ -137,12 +143,8 @@ def test_folder_relative_links_resolve_against_each_pages_folder():
     markup = "".join(f"<a href='{escape(h, quote=True)}'>x</a>" for h in hrefs).encode()
     for page in ["http://a.example/lib/p.html", "http://a.example/lib/deep/q.html?s=1", "https://b.example/r",
                  "http://a.example/lib/p.html", "file:///srv/lib/p.html"]:
-        expected: list[str] = []
-        for href in hrefs:
-            url = normalizer.normalize(href, page)
-            if url not in expected:
-                expected.append(url)
-        assert [o.url for o in parser.parse(markup, page, "text/html").outlinks] == expected, page
+        assert [o.url for o in parser.parse(markup, page, "text/html").outlinks] == \
+            _expected(hrefs, page, normalizer), page
 
 
 # One parser for every example: its tables of hrefs carry over from page to page, as in a parse process.
@@ -165,13 +167,15 @@ def test_outlinks_across_pages_equal_normalize_of_each_href(pages):
     outlinks are normalize(href, page), whatever table held the href since an earlier page."""
     normalizer = Normalizer(("http", "https", "file"))
     for page, hrefs in pages:
-        expected: list[str] = []
-        for href in hrefs:
-            try:
-                url = normalizer.normalize(href, page)
-            except InvalidUrl:
-                continue
-            if url not in expected:
-                expected.append(url)
         markup = "".join(f"<a href='{escape(h, quote=True)}'>x</a>" for h in hrefs).encode()
-        assert [o.url for o in _ONE_PARSER.parse(markup, page, "text/html").outlinks] == expected, (page, hrefs)
+        assert [o.url for o in _ONE_PARSER.parse(markup, page, "text/html").outlinks] == \
+            _expected(hrefs, page, normalizer), (page, hrefs)
+
+
+@settings(max_examples=400, deadline=None)
+@given(fragments=st.lists(st.text(max_size=12), max_size=6), page=_PAGES)
+def test_fragment_links_are_the_page_itself(fragments, page):
+    """An href that is only a fragment ('#x', any text after it) gives what normalize(href, page) gives: the
+    page's own URL, resolved once a page. Long ones too: one past the length a URL may have is no link."""
+    hrefs = [f"#{f}" for f in fragments] + ["#" + "x" * 2000, "#" + "y" * 9000]
+    assert _links(hrefs, page) == _expected(hrefs, page)
