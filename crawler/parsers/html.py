@@ -350,7 +350,8 @@ class HtmlParser:
                     if (target := resolved.get("#", _UNSEEN)) is _UNSEEN:
                         target = resolved["#"] = resolve("#", base)
                     resolved[raw] = target
-                # Most links are paths from the root: tested first, as the prefixes exclude each other.
+                # Most shared links are paths from the root: tested before the other kinds (the prefixes exclude
+                # each other).
                 elif raw[:1] in _SLASHES:
                     target = by_root[raw] = resolve(raw, root)
                     added += 1
