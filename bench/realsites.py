@@ -324,8 +324,9 @@ def run_wget(server: Sites, site: Site, addr: str, tag: str) -> Run:
 
 
 def crawl_command(crawler: Path, tree: Path, crawl: Path, seed: str, args: argparse.Namespace) -> list[str]:
-    """The `crawl` of one site into a fresh folder ``crawl`` (its seeds file beside it), from source ``tree``:
-    the loopback bench's settings only (the same for every run), everything else as shipped."""
+    """The `crawl` of ``seed`` (a site's root, or several lines of them) into a fresh folder ``crawl`` (its seeds
+    file beside it), from source ``tree``: the loopback bench's settings only (the same for every run),
+    everything else as shipped."""
     shutil.rmtree(crawl, ignore_errors=True)
     crawl.mkdir(parents=True)
     seeds = crawl.with_suffix(".seeds")
@@ -346,6 +347,21 @@ def at_info(cmd: list[str]) -> list[str]:
     return [a if a != "log.level=warning" else "log.level=info" for a in cmd]
 
 
+def no_errors_logged(log: Path, who: str) -> None:
+    """A run that logged errors fails the bench: a crawl can end with exit 0 having fetched nothing (a plugin
+    that failed to load)."""
+    bugs = sum(1 for line in log.read_text(errors="replace").splitlines() if '"level": "error"' in line)
+    if bugs:
+        raise RuntimeError(f"{who} logged {bugs} errors; see {log}")
+
+
+def crawl_succeeded(status: int, log: Path) -> None:
+    """A `crawl` that failed, or logged errors, fails the bench."""
+    if status != 0:
+        raise RuntimeError(f"crawler failed (exit {status}); see {log}")
+    no_errors_logged(log, "the crawl")
+
+
 def run_crawler(server: Sites, site: Site, addr: str, tag: str, args: argparse.Namespace) -> Run:
     crawl = WORK / f"crawl-{args.label}-{site.name}"
     tree = Path(args.tree).resolve()
@@ -355,11 +371,7 @@ def run_crawler(server: Sites, site: Site, addr: str, tag: str, args: argparse.N
     offset, served = server.log_size(), server.cpu_seconds()
     log = WORK / f"crawler-{args.label}-{site.name}-{tag}.log"
     status, wall, cpu, rss = timed(cmd, log, env)
-    if status != 0:
-        raise RuntimeError(f"crawler failed (exit {status}); see {log}")
-    bugs = sum(1 for line in log.read_text(errors="replace").splitlines() if '"level": "error"' in line)
-    if bugs:  # a crawl can end with exit 0 having fetched nothing (a plugin that failed to load)
-        raise RuntimeError(f"the crawl logged {bugs} errors; see {log}")
+    crawl_succeeded(status, log)
     run = Run("crawler", wall, cpu, rss, server.cpu_seconds() - served)
     observe(server, run, offset, addr, site, "crawler/")
     if TRACING[0]:
@@ -429,8 +441,7 @@ def run_daemon(server: Sites, sites: list[Site], tag: str, args: argparse.Namesp
         _, status, usage = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"the daemon exited {os.waitstatus_to_exitcode(status)} on SIGTERM; see {log}")
-    if '"level": "error"' in log.read_text(errors="replace"):
-        raise RuntimeError(f"the daemon logged errors; see {log}")
+    no_errors_logged(log, "the daemon")
     return wall, usage.ru_utime + usage.ru_stime, each_site(server, sites, offset, "daemon", wall, 0.0,
                                                              usage.ru_maxrss / 1024)
 
@@ -440,16 +451,19 @@ def run_together(server: Sites, sites: list[Site], tag: str, args: argparse.Name
     requests (as ``run_daemon``'s)."""
     crawl = WORK / f"together-{args.label}"
     tree = Path(args.tree).resolve()
-    cmd = crawl_command(args.crawler, tree, crawl, "", args)  # a fresh folder; its seeds file is written here
-    crawl.with_suffix(".seeds").write_text(roots(server, sites))
+    cmd = crawl_command(args.crawler, tree, crawl, roots(server, sites).rstrip("\n"), args)  # a fresh folder
     log = WORK / f"together-{args.label}-{tag}.log"
     offset = server.log_size()
     status, wall, cpu, rss = timed(cmd, log, crawler_env(tree))
-    if status != 0:
-        raise RuntimeError(f"crawler failed (exit {status}); see {log}")
-    if '"level": "error"' in log.read_text(errors="replace"):
-        raise RuntimeError(f"the crawl logged errors; see {log}")
+    crawl_succeeded(status, log)
     return wall, cpu, each_site(server, sites, offset, "crawler", wall, cpu, rss)
+
+
+def at_once_json(runs: list[tuple[float, float, dict[str, Run]]]) -> list[dict[str, object]]:
+    """Runs of every site at once as results.json keeps them: each run's wall and CPU, each site's share."""
+    return [{"wall": wall, "cpu": cpu, "sites": {name: {**asdict(run), "pages": len(run.html)}
+                                                 for name, run in by_site.items()}}
+            for wall, cpu, by_site in runs]
 
 
 def at_once_report(results: dict[str, dict[str, Run]], runs: list[tuple[float, float, dict[str, Run]]],
@@ -691,12 +705,8 @@ def main() -> None:
                                      "cpu_per_1000": run.cpu_per_1000}
                               for name, run in results[s.name].items()}}
                   for s in sites},
-        "daemon": [{"wall": wall, "cpu": cpu, "sites": {name: {**asdict(run), "pages": len(run.html)}
-                                                         for name, run in runs.items()}}
-                   for wall, cpu, runs in daemon_runs],
-        "together": [{"wall": wall, "cpu": cpu, "sites": {name: {**asdict(run), "pages": len(run.html)}
-                                                           for name, run in runs.items()}}
-                     for wall, cpu, runs in together_runs],
+        "daemon": at_once_json(daemon_runs),
+        "together": at_once_json(together_runs),
         "run_by_run": by_run,
         "walls": {site: {name: [run.wall for run in runs] for name, runs in by_name.items()}
                   for site, by_name in every.items()},
