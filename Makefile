@@ -104,6 +104,14 @@ bench-pagecheck: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
 bench-realweb: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
 	$(BENCH_VENV)/bin/python bench/realweb.py
 
+# What a compiled HTML parse pass would buy: the crawler against a stand-in that still builds lexbor's tree but
+# hands back each page's recorded parse, on the real-page web and on the seven trees in one `crawl`
+# (docs/benchmarks.md "What a compiled parse pass would buy").
+.PHONY: bench-standin
+bench-standin: $(BENCH_STAMP) $(BENCH_CRAWLER_STAMP)
+	$(BENCH_VENV)/bin/python bench/parse_standin.py --web realweb
+	$(BENCH_VENV)/bin/python bench/parse_standin.py --web seven
+
 # The jobs on a standalone Spark cluster (a master and 2 workers on loopback) vs DuckDB: docs/benchmarks.md "Spark".
 bench-spark: $(STAMP)
 	$(BIN)/python bench/bench_spark_cluster.py
