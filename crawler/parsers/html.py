@@ -144,21 +144,6 @@ def _refresh_target(content: str) -> str | None:
     return target.strip() or None
 
 
-def _origin(base: str, normalize: Callable[[str], str] = PLAIN.normalize) -> tuple[str | None, str | None]:
-    """Scheme and authority of the normalized base, and its folder (up to the path's last '/', what a
-    relative path resolves against); (None, None) when it does not normalize or has no authority."""
-    try:
-        url = normalize(base)
-        origin = url[: url.index("/", url.index("://") + 3)]
-    except ValueError:  # InvalidUrl, or a URL without an authority
-        return None, None
-    if not url.startswith(_ABSOLUTE):  # file: resolves with WHATWG quirks of its own: never shared
-        return origin, None
-    query = url.find("?")
-    path = url if query < 0 else url[:query]
-    return origin, path[: path.rindex("/") + 1]
-
-
 def _folder_path(raw: str) -> str | None:
     """raw without its fragment when it is a path relative to the page's folder, else None.
 
@@ -311,7 +296,10 @@ class HtmlParser:
         resolved: dict[str, str | None] = {}  # this page's own hrefs ('?q', '#f', other schemes), each once
         normalizer = self._normalizer
         resolve = normalizer.resolve
-        origin, directory = _origin(base, normalizer.normalize)
+        # The base's origin and folder, as the normalizer resolves against them; none for a file: base (WHATWG
+        # quirks of its own: its links are resolved page by page) or one that does not normalize.
+        parts = normalizer.base_parts(base)
+        origin, directory = (parts[1], parts[2]) if parts is not None and parts[1] is not None else (None, None)
         root = origin + "/" if origin is not None else None
         # An absolute URL, or one starting with a slash (a path from the root, or `//host/...`), resolves
         # the same on every page with this base's origin; a path relative to the page's folder on every

@@ -167,6 +167,10 @@ def _finish_any(href: str, rules: Rules | None = None) -> str:
     return _finish(href, rules) if href.startswith(_PREFIXES) else _finish_other(href, rules)
 
 
+# (scheme, origin, directory, url without query, url) of a normalized base: Normalizer.base_parts.
+BaseParts = tuple[str, str | None, str, str, str]
+
+
 class Normalizer:
     """The normalizer with its options; ``normalize(url, base=None)`` raises InvalidUrl, ``resolve`` gives None
     instead (a parser keeps what many pages share itself: crawler/parsers/linkcache.py).
@@ -183,7 +187,7 @@ class Normalizer:
         self.collapse_slashes = collapse_slashes
         self.drop_params = tuple(drop_params)
         self.hints = dict(hints or {})
-        self.normalize = self._build()
+        self.normalize, self.base_parts = self._build()
 
     @classmethod
     def from_config(cls, cfg: CrawlerConfig) -> Normalizer:
@@ -216,7 +220,7 @@ class Normalizer:
         return (f"Normalizer(schemes={self.schemes}, collapse_slashes={self.collapse_slashes}, "
                 f"drop_params={self.drop_params})")
 
-    def _build(self) -> Callable[[str, str | None], str]:
+    def _build(self) -> tuple[Callable[[str, str | None], str], Callable[[str], BaseParts | None]]:
         schemes = frozenset(self.schemes)
         prefixes = tuple(p for p in _PREFIXES if p[:-3] in schemes)
         other = schemes - set(_SCHEMES)
@@ -227,9 +231,10 @@ class Normalizer:
         fin = _finish if http_only else _finish_any
 
         @lru_cache(maxsize=256)
-        def base_parts(base: str) -> tuple[str, str | None, str, str, str] | None:
+        def base_parts(base: str) -> BaseParts | None:
             """(scheme, origin, directory, url without query, url) of a normalized http(s) base; origin None
-            for a base of another scheme; None when the base does not normalize."""
+            for a base of another scheme; None when the base does not normalize. The HTML parser's tables of
+            shared links are keyed by its origin and directory (crawler/parsers/linkcache.py)."""
             # Resolving by concatenating these prefixes, then one plain parse, is about half
             # the cost of ada's parse-with-base, which parses the base again for every link.
             try:
@@ -294,7 +299,7 @@ class Normalizer:
             return fin(_parse(s, None, prefixes, other, hints), rules)
 
         normalize.__doc__ = "The normalized absolute form of url (resolved against base if given); raises InvalidUrl."
-        return normalize
+        return normalize, base_parts
 
 
 def _restore(schemes: tuple[str, ...], collapse_slashes: bool, drop_params: tuple[str, ...],

@@ -19,7 +19,7 @@ from crawler.parsers.encoding import decode
 # body's decoding) is kept here as it was.
 from crawler.parsers.html import (
     FIRST_UNKNOWN_ID, _ABSOLUTE, _COMMENT_ID, _INLINE_IDS, _INVISIBLE, _OTHER_SCHEMES, _OTHER_WS, _SPACE_RUN, _TARGET_ATTR,
-    DEFAULT_TAGS, _default_link_rels, _origin, _refresh_target,
+    DEFAULT_TAGS, _default_link_rels, _refresh_target,
 )
 from crawler.urls.normalize import PLAIN
 
@@ -136,7 +136,8 @@ class HtmlParser:
         resolved: dict[str, str | None] = {}  # pages repeat hrefs; normalizing is the costly part
         # An absolute URL, or one starting with a slash (a path from the root, or `//host/...`),
         # resolves the same on every page with this base's origin.
-        origin, _ = _origin(base)
+        parts = PLAIN.base_parts(base)
+        origin = parts[1] if parts is not None else None
         root = origin + "/" if origin is not None else None
         found: dict[str, Outlink] = {}  # insertion order = document order, first anchor kept
         for node in tree.css(self._selector):
