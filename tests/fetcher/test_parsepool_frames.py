@@ -8,7 +8,16 @@ import os
 import pickle
 import threading
 
-from crawler.fetcher.parsepool import _Link, _page_job, _page_response, _pipe, _recv_job, _write_all
+from crawler.fetcher.parsepool import (
+    _PIPE_BYTES,
+    _job_frames,
+    _JobReader,
+    _Link,
+    _page_job,
+    _page_response,
+    _pipe,
+    _write_all,
+)
 from crawler.protocols.base import Response
 from crawler.segments.warc import as_served
 
@@ -22,7 +31,7 @@ def _response(raw: bytes, body: bytes) -> Response:
 def _through_pipe(frames: list[bytes]) -> tuple:
     receiver, sender = _pipe()
     got: list[tuple] = []
-    reader = threading.Thread(target=lambda: got.append(_recv_job(receiver)))
+    reader = threading.Thread(target=lambda: got.extend(_JobReader(receiver.fileno()).jobs(1)))
     reader.start()  # read while writing: a job may be larger than the pipe
     _write_all(sender.fileno(), [piece for data in frames for piece in (len(data).to_bytes(4, "big"), data)])
     reader.join()
@@ -32,6 +41,65 @@ def _through_pipe(frames: list[bytes]) -> tuple:
     # the byte count a parse process trims by is the bodies' bytes, not the pickled head's
     assert body_bytes == sum(map(len, frames[1:]))
     return job
+
+
+def _wire(jobs: list[list[bytes]]) -> bytes:
+    return b"".join(len(data).to_bytes(4, "big") + data for frames in jobs for data in frames)
+
+
+class TestJobReader:
+    def test_jobs_read_in_pieces_arrive_whole_in_order_and_batched(self):
+        """Jobs that reach the pipe a few bytes at a time come out whole, in order, at most ``most`` at once."""
+        sent = [_job_frames(("rows", i, f"http://h/{i}", "text/html"), [bytes([i]) * (i * 37)]) for i in range(12)]
+        receiver, sender = _pipe()
+        wire = _wire(sent)
+
+        def trickle() -> None:
+            for at in range(0, len(wire), 7):
+                os.write(sender.fileno(), wire[at:at + 7])
+            sender.close()
+
+        writer = threading.Thread(target=trickle)
+        writer.start()
+        reader, batches = _JobReader(receiver.fileno()), []
+        while batch := reader.jobs(5):
+            assert 1 <= len(batch) <= 5
+            batches.append(batch)
+        writer.join()
+        receiver.close()
+        got = [job for batch in batches for job in batch]
+        assert [job for job, _ in got] == [("rows", i, f"http://h/{i}", "text/html", bytes([i]) * (i * 37))
+                                           for i in range(12)]
+        assert [size for _, size in got] == [i * 37 for i in range(12)]
+
+    def test_a_job_cut_by_the_close_is_dropped_after_the_whole_ones(self):
+        """When the sender goes mid-job, the jobs before it are answered and then the reader ends."""
+        whole = _job_frames(("rows", 1, "http://h/1", None), [b"a" * 100])
+        cut = _wire([_job_frames(("rows", 2, "http://h/2", None), [b"b" * 100])])[:-10]
+        receiver, sender = _pipe()
+        os.write(sender.fileno(), _wire([whole]) + cut)
+        sender.close()
+        reader = _JobReader(receiver.fileno())
+        assert reader.jobs(32) == [(("rows", 1, "http://h/1", None, b"a" * 100), 100)]
+        assert reader.jobs(32) == []
+        receiver.close()
+
+    def test_a_job_larger_than_the_buffer_grows_it_and_the_buffer_shrinks_back(self):
+        """A page larger than the reader's buffer arrives whole; the buffer returns to its size after it."""
+        big = _job_frames(("rows", 1, "http://h/big", None), [os.urandom(3 * _PIPE_BYTES + 5)])
+        small = _job_frames(("rows", 2, "http://h/small", None), [b"s"])
+        receiver, sender = _pipe()
+        writer = threading.Thread(target=lambda: (_write_all(sender.fileno(), [
+            piece for data in big + small for piece in (len(data).to_bytes(4, "big"), data)]), sender.close()))
+        writer.start()
+        reader = _JobReader(receiver.fileno())
+        (job, size), = reader.jobs(1)
+        assert job[:4] == ("rows", 1, "http://h/big", None) and job[4] == big[1] and size == len(big[1])
+        assert len(reader.buf) > _PIPE_BYTES
+        assert [job for job, _ in reader.jobs(32)] == [("rows", 2, "http://h/small", None, b"s")]
+        assert reader.jobs(32) == [] and len(reader.buf) == _PIPE_BYTES
+        writer.join()
+        receiver.close()
 
 
 class TestJobFrames:
