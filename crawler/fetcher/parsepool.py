@@ -131,7 +131,7 @@ class _JobReader:
     as the buffer has room for, ``_PIPE_BYTES`` when empty: ~30 pages), split into jobs here.
 
     ``Connection.recv_bytes`` took two reads a frame and copied each frame through a BytesIO, and a batch
-    asked ``poll`` before each job: ~35-50 us of a parse process's CPU a 30 kB page against ~15-30 this way
+    asked ``poll`` before each job: 35-54 us of a parse process's CPU a 30 kB page against 18-43 this way
     (docs/benchmarks.md, "The job pipe read in bulk"). A frame's length comes first, as send_bytes writes it.
     """
 
