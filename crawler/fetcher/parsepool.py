@@ -139,6 +139,7 @@ class _JobReader:
         self.fd = fd
         self.buf = bytearray(_PIPE_BYTES)  # read into in place; bodies are copied out of it
         self.start = self.end = 0  # the bytes read and not yet taken as jobs
+        self.want = 0  # where the frame being waited for ends, when its length is read
         self.eof = False
 
     def jobs(self, most: int) -> list[tuple[tuple[Any, ...], int]]:
@@ -156,16 +157,19 @@ class _JobReader:
     def _read(self) -> None:
         buf = self.buf
         if self.start == self.end:
-            self.start = self.end = 0
+            self.start = self.end = self.want = 0
             if len(buf) > _PIPE_BYTES:  # grown for a big page: back to its size, for trim() to give back
                 buf = self.buf = bytearray(_PIPE_BYTES)
-        if len(buf) - self.end < _MIN_READ:
+        if len(buf) - self.end < _MIN_READ or len(buf) < self.want:
             if self.start:  # what is left of a job to the front
                 kept = self.end - self.start
                 buf[:kept] = buf[self.start:self.end]
+                self.want = max(self.want - self.start, 0)
                 self.start, self.end = 0, kept
-            if len(buf) - self.end < _MIN_READ:  # a job larger than the buffer
-                buf.extend(bytes(len(buf)))
+            # A job larger than the buffer: room for the frame waited for, not more (a page's bodies are at
+            # most twice http.content_limit: raw and decoded).
+            if len(buf) - self.end < _MIN_READ or len(buf) < self.want:
+                buf.extend(bytes(max(self.want, self.end + _MIN_READ) - len(buf)))
         with memoryview(buf) as view:
             read = os.readv(self.fd, [view[self.end:]])
         self.eof = read == 0
@@ -176,7 +180,10 @@ class _JobReader:
         if self.end - at < 4:
             return None
         (size,) = _LENGTH.unpack_from(self.buf, at)
-        return (at + 4, at + 4 + size) if self.end - at - 4 >= size else None
+        if self.end - at - 4 < size:
+            self.want = at + 4 + size
+            return None
+        return at + 4, at + 4 + size
 
     def _take(self) -> tuple[tuple[Any, ...], int] | None:
         """The job at the front if it is all read (its pickled head, which ends in how many bodies follow,
