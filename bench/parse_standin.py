@@ -125,9 +125,9 @@ def store(records: Path, db_path: Path) -> int:
     return count
 
 
-def realweb(args: argparse.Namespace, trees: dict[str, Path], runs: int, env: dict[str, str]) -> str:
-    """Run bench/realweb.py with the named trees as contenders; its output."""
-    cmd = [str(BENCH_PYTHON), str(HERE / "realweb.py"), "--runs", str(runs), "--only", args.only]
+def realweb(only: str, trees: dict[str, Path], runs: int, env: dict[str, str]) -> str:
+    """Run bench/realweb.py with contenders ``only``, the named trees among them; its output."""
+    cmd = [str(BENCH_PYTHON), str(HERE / "realweb.py"), "--runs", str(runs), "--only", only]
     for name, tree in trees.items():
         cmd += ["--tree", f"{name}={tree}"]
     env = {k: v for k, v in {**os.environ, **env}.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
@@ -170,13 +170,13 @@ def main() -> None:
     db_path = WORK / f"results-{args.web}.sqlite"
     recording = {"STANDIN_RECORD": str(records)}
     if args.web == "realweb":
-        realweb(argparse.Namespace(only="record"), {"record": record_tree}, 1, recording)
+        realweb("record", {"record": record_tree}, 1, recording)
     else:
         together(record_tree, "standin-record", recording)
     print(f"recorded {store(records, db_path)} pages' parse results in {db_path}", flush=True)
     env = {"STANDIN_DB": str(db_path)}
     if args.web == "realweb":
-        out = realweb(args, {"base": source, "standin": standin_tree}, args.runs, env)
+        out = realweb(args.only, {"base": source, "standin": standin_tree}, args.runs, env)
         print(out[out.find("| contender | pages/s"):])
         return
     rows: dict[str, list[tuple[float, float, float]]] = {"base": [], "standin": []}

@@ -126,6 +126,15 @@ def _job_frames(head: tuple[Any, ...], bodies: list[bytes]) -> list[bytes]:
     return [pickle.dumps((*head, len(bodies)), protocol=5), *bodies]
 
 
+def _frame_data(buf: bytearray, at: int, end: int) -> tuple[int, int] | None:
+    """(start, stop) in ``buf`` of the data of the frame at ``at``, as ``send_bytes`` frames it (its length
+    first); None while its length is not all read (``buf[:end]``). A stop past ``end``: not all read yet."""
+    if end - at < 4:
+        return None
+    (size,) = _LENGTH.unpack_from(buf, at)
+    return at + 4, at + 4 + size
+
+
 class _JobReader:
     """The parse process's end of its job pipe, read in bulk: each read takes what the pipe holds (as much
     as the buffer has room for, ``_PIPE_BYTES`` when empty: ~30 pages), split into jobs here.
@@ -177,13 +186,12 @@ class _JobReader:
 
     def _frame(self, at: int) -> tuple[int, int] | None:
         """Where the frame at ``at`` has its data (start, end) if it is all read."""
-        if self.end - at < 4:
+        if (span := _frame_data(self.buf, at, self.end)) is None:
             return None
-        (size,) = _LENGTH.unpack_from(self.buf, at)
-        if self.end - at - 4 < size:
-            self.want = at + 4 + size
+        if span[1] > self.end:
+            self.want = span[1]
             return None
-        return at + 4, at + 4 + size
+        return span
 
     def _take(self) -> tuple[tuple[Any, ...], int] | None:
         """The job at the front if it is all read (its pickled head, which ends in how many bodies follow,
@@ -390,12 +398,9 @@ class _Link:
         except OSError:
             ended = True
         inbox, start = self.inbox, 0
-        while len(inbox) - start >= 4:
-            (size,) = _LENGTH.unpack_from(inbox, start)
-            if len(inbox) - start - 4 < size:
-                break
-            answers = pickle.loads(inbox[start + 4:start + 4 + size])
-            start += 4 + size
+        while (span := _frame_data(inbox, start, len(inbox))) is not None and span[1] <= len(inbox):
+            answers = pickle.loads(inbox[span[0]:span[1]])
+            start = span[1]
             for key, result, exc in answers:
                 self.in_pipe -= self.sizes.pop(key, 0)
                 future = self.futures.pop(key, None)

@@ -148,7 +148,8 @@ def test_folder_relative_links_resolve_against_each_pages_folder():
 
 
 # One parser for every example: its tables of hrefs carry over from page to page, as in a parse process.
-_ONE_PARSER = HtmlParser(normalizer=Normalizer(("http", "https", "file")))
+_WITH_FILE = Normalizer(("http", "https", "file"))
+_ONE_PARSER = HtmlParser(normalizer=_WITH_FILE)
 _FOLDER_PAGES = st.sampled_from(["http://a.example/lib/p.html", "http://a.example/lib/q.html?s=1#t",
                                  "http://a.example/lib/deep/r.html", "http://a.example/", "https://a.example/lib/p.html",
                                  "http://b.example/lib/p.html", "http://a.example:81/lib/p.html",
@@ -165,11 +166,10 @@ _FOLDER_HREF = st.lists(
 def test_outlinks_across_pages_equal_normalize_of_each_href(pages):
     """Pages of one parser, in any order, sharing hrefs within and across folders and origins: each page's
     outlinks are normalize(href, page), whatever table held the href since an earlier page."""
-    normalizer = Normalizer(("http", "https", "file"))
     for page, hrefs in pages:
         markup = "".join(f"<a href='{escape(h, quote=True)}'>x</a>" for h in hrefs).encode()
         assert [o.url for o in _ONE_PARSER.parse(markup, page, "text/html").outlinks] == \
-            _expected(hrefs, page, normalizer), (page, hrefs)
+            _expected(hrefs, page, _WITH_FILE), (page, hrefs)
 
 
 @settings(max_examples=400, deadline=None)
