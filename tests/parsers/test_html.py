@@ -624,6 +624,15 @@ def test_outlink_elements_and_link_rels_are_configurable(tags, rels, expected):
     assert res.canonical == n("http://example.com/canon")  # read whatever the outlink choices
 
 
+@pytest.mark.parametrize("tags", [["a"], ["link"], ["a", "iframe"]])
+def test_text_is_the_same_whichever_elements_give_outlinks(tags):
+    """An <a> is unwrapped for the text whether or not it gives outlinks (the walk files it under one or the
+    other), and an <iframe>'s fallback is never text."""
+    res = parse("<p>wor<a href=/x>ld</a>(<a href=/y></a>x)<iframe src=/if>fallback</iframe> <b>end</b></p>",
+                outlink_tags=tags)
+    assert res.text == "world(x) end"
+
+
 def test_navigational_link_rels_are_followed_by_default():
     """A Sphinx head: rel=index, search, next, prev and up are outlinks by default; stylesheet and icon are not."""
     res = parse(
