@@ -70,6 +70,7 @@ _INLINE_IDS = _tag_ids(_INLINE)
 # <GTKDOCLINK> around a link's words) renders inline in a browser, CSS's initial display: it is unwrapped.
 FIRST_UNKNOWN_ID = 1 << 16
 _TAG_OF_ID = {_tag_id(name): name for name in _TARGET_ATTR}
+_LINK_OF_ID = {tag_id: (tag, _TARGET_ATTR[tag]) for tag_id, tag in _TAG_OF_ID.items()}  # its tag and target attribute
 _BASE_ID, _META_ID, _TITLE_ID = _tag_id("base"), _tag_id("meta"), _tag_id("title")
 # What one walk of the document collects each element for (an element may play two roles: <a> is
 # an outlink and inline, <title> the title and invisible). Each css() call would walk the whole
@@ -174,14 +175,11 @@ def _base_url(node: LexborNode | None, url: str, resolve: Callable[[str | None, 
     return (resolve(node.attributes.get("href"), url) if node is not None else None) or url
 
 
-def _anchor(node: LexborNode, tag: str) -> str:
+def _other_anchor(node: LexborNode, tag: str) -> str:
+    """The anchor of an outlink whose <a> has no text, or of another element: an image's or an <area>'s alt."""
     if tag == "a":
-        # An anchor is short: split and join is collapse_ws without the call. text_lexbor() is
-        # text() (every descendant text node, in order) without the Python-side buffer object.
-        text = " ".join(node.text_lexbor().split())
-        if not text and (img := node.css_first("img[alt]")) is not None:
-            text = collapse_ws(img.attributes.get("alt") or "")  # image links: alt is the anchor
-        return text
+        img = node.css_first("img[alt]")  # image links: alt is the anchor
+        return collapse_ws(img.attributes.get("alt") or "") if img is not None else ""
     if tag == "area":
         return collapse_ws(node.attributes.get("alt") or "")
     return ""
@@ -313,7 +311,7 @@ class HtmlParser:
 
     def _outlinks(self, links: list[LexborNode], res: ParseResult, base: str) -> list[Outlink]:
         follow = not res.nofollow
-        tags, link_rels = self._tags, self._link_rels
+        tags, link_rels, follow_nofollow = self._tags, self._link_rels, self._follow_nofollow
         resolved: dict[str, str | None] = {}  # this page's own hrefs ('?q', '#f', other schemes), each once
         normalizer = self._normalizer
         resolve = normalizer.resolve
@@ -332,7 +330,7 @@ class HtmlParser:
         added = 0
         found: dict[str, Outlink] = {}  # insertion order = document order, first anchor kept
         for node in links:
-            tag = _TAG_OF_ID[node.tag_id]  # an int lookup; .tag builds a str
+            tag, target_attr = _LINK_OF_ID[node.tag_id]  # an int lookup; .tag builds a str
             attrs = node.attributes
             rel = attrs.get("rel")
             rels = rel.lower().split() if rel else ()
@@ -341,9 +339,9 @@ class HtmlParser:
                     res.canonical = resolve(attrs.get("href"), base)
                 if "link" not in tags or "stylesheet" in rels or link_rels.isdisjoint(rels):
                     continue
-            if not follow or ("nofollow" in rels and not self._follow_nofollow):
+            if not follow or ("nofollow" in rels and not follow_nofollow):
                 continue
-            raw = attrs.get(_TARGET_ATTR[tag])
+            raw = attrs.get(target_attr)
             if raw is None:
                 continue
             # A table holds only hrefs of its own kind (the tests below decide it): one lookup each, in the
@@ -383,7 +381,11 @@ class HtmlParser:
                 else:
                     target = resolved[raw] = resolve(raw, base)
             if target is not None and target not in found:
-                found[target] = Outlink(target, _anchor(node, tag))
+                # An <a>'s text (nearly every outlink's anchor) without a call: an anchor is short, so split and
+                # join is collapse_ws. text_lexbor() is text() (each descendant text node, in order) without the
+                # Python-side buffer object.
+                anchor = " ".join(node.text_lexbor().split()) if tag == "a" else ""
+                found[target] = Outlink(target, anchor or _other_anchor(node, tag))
         if added:
             self._shared.added(added)
         if follow and res.refresh is not None and res.refresh not in found:
