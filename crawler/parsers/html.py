@@ -175,6 +175,10 @@ def _base_url(node: LexborNode | None, url: str, resolve: Callable[[str | None, 
     return (resolve(node.attributes.get("href"), url) if node is not None else None) or url
 
 
+# _outlinks reads an <a>'s text as its anchor: an anchor is short, so split and join is collapse_ws, and
+# text_lexbor() is text() (each descendant text node, in order) without the Python-side buffer object.
+
+
 def _other_anchor(node: LexborNode, tag: str) -> str:
     """The anchor of an outlink whose <a> has no text, or of another element: an image's or an <area>'s alt."""
     if tag == "a":
@@ -381,9 +385,7 @@ class HtmlParser:
                 else:
                     target = resolved[raw] = resolve(raw, base)
             if target is not None and target not in found:
-                # An <a>'s text (nearly every outlink's anchor) without a call: an anchor is short, so split and
-                # join is collapse_ws. text_lexbor() is text() (each descendant text node, in order) without the
-                # Python-side buffer object.
+                # An <a>'s anchor is its text, read here without a call (nearly every outlink; see _other_anchor).
                 anchor = " ".join(node.text_lexbor().split()) if tag == "a" else ""
                 found[target] = Outlink(target, anchor or _other_anchor(node, tag))
         if added:
