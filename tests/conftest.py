@@ -19,6 +19,16 @@ from crawler.devserver import SiteServer
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _processes_keep_temp_files_in_pytests_folder(tmp_path_factory):
+    """Every process a test starts (they inherit TMPDIR) keeps its temporary files under pytest's own
+    temporary folder, which pytest prunes: a crawl that a test SIGKILLs cannot remove the folder of its parse
+    pool's fork server socket (multiprocessing's pymp-*), and each such test left them in /tmp."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(tmp_path_factory.mktemp("tmp")))
+        yield
+
+
 @contextlib.asynccontextmanager
 async def serve_app(app: web.Application) -> AsyncIterator[int]:
     """Serve an aiohttp app on 127.0.0.1 (a free port) for the block; yields the port."""

@@ -61,13 +61,9 @@ def _args(tmp_path) -> list[str]:
 
 
 async def _start_fetch(seg, tmp_path, *extra: str) -> asyncio.subprocess.Process:
-    # Temporary files beside the crawl, not in /tmp: a fetch killed cannot remove its parse pool's fork server
-    # socket folder (multiprocessing's pymp-*).
-    scratch = tmp_path.with_name(tmp_path.name + "-tmp")
-    scratch.mkdir(exist_ok=True)
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "crawler", "fetch", str(seg.path), *_args(tmp_path), *extra,
-        cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(scratch)},
+        cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
 
