@@ -79,6 +79,8 @@ def worker(args: argparse.Namespace) -> None:
                              ("Accept-Encoding", "gzip, deflate")])
         head, *bodies = parsepool._page_job(key, url, response, "text/html", True, [], True)
         jobs.append((*pickle.loads(head)[:-1], *bodies))  # as _JobReader hands a job over
+    if tune := getattr(parsepool, "_tune_collector", None):  # what a parse process does before its first job
+        tune()
     started = time.process_time()
     for _ in range(args.loops):
         answers = [parsepool._job(dispatch, job, cfg.db.max_outlinks) for job in jobs]

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import itertools
 import os
 import pickle
@@ -91,6 +92,12 @@ _TRIM_EVERY = 64 << 20
 _BIG_PAGE = 1 << 20
 _LENGTH = struct.Struct("!i")
 _MIN_READ = 64 << 10  # a parse process reads its job pipe into at least this much room (_JobReader)
+# A parse process's collector, tuned as the fetch process's (runner.py): a page's parse makes ~800 element
+# objects and its lists of them, no cycles, so Python's default young-generation threshold (700) ran a
+# collection or two a page over objects still alive. With the heap of the imports frozen and this threshold
+# a page's job costs 1.4 % fewer instructions (bench/job_instructions.py: 8.78M -> 8.66M), and a collection
+# no longer walks memory the page's job had just left.
+_PARSE_GC_THRESHOLD = (20_000, 20, 20)
 
 
 def parse_to_rows(dispatch: ParserDispatch, body: bytes, url: str, content_type: str | None) -> Rows:
@@ -243,6 +250,7 @@ def _parse_worker(cfg: Any, jobs: Connection, replies: Connection, ready: Connec
     _lower_priority(cfg.fetcher.parse_nice)
     dispatch = ParserDispatch(cfg)
     max_outlinks = cfg.db.max_outlinks
+    _tune_collector()
     ready.send_bytes(b"")  # imports done: a fetch that parses in its own process meanwhile may hand pages over now
     ready.close()
     since_trim = 0
@@ -259,6 +267,13 @@ def _parse_worker(cfg: Any, jobs: Connection, replies: Connection, ready: Connec
         if since_trim >= _TRIM_EVERY or max(sizes) >= _TRIM_PAGE:
             trim()
             since_trim = 0
+
+
+def _tune_collector() -> None:
+    """Freeze what the fork server imported and the worker set up (never garbage: not traversed again), and
+    collect the young generation every ``_PARSE_GC_THRESHOLD[0]`` objects, not every 700."""
+    gc.freeze()
+    gc.set_threshold(*_PARSE_GC_THRESHOLD)
 
 
 def _lower_priority(increment: int) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import gzip
 import os
 
@@ -13,6 +14,7 @@ from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
 from crawler.config import usable_cores
+from crawler.fetcher import parsepool
 from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.service import fetch_segment
 from crawler.segments.layout import Segment
@@ -116,6 +118,19 @@ def test_parse_processes_run_fetcher_parse_nice_levels_below_the_fetch_process(t
         rows = asyncio.run(pool.parse(HTML.format(n=1, m=2).encode(), "http://127.0.0.1/p1", "text/html"))
     assert nices == [min(own + increment, 19)] * 2
     assert rows[0]["text"] == "Hello world 1 next away"
+
+
+def test_a_parse_process_freezes_its_set_up_and_collects_every_20000_objects():
+    """What a parse process runs before it says it is ready: its heap so far frozen, the young generation
+    collected at _PARSE_GC_THRESHOLD (a page's parse makes ~800 objects and no cycles)."""
+    threshold, frozen = gc.get_threshold(), gc.get_freeze_count()
+    try:
+        parsepool._tune_collector()
+        assert gc.get_threshold() == parsepool._PARSE_GC_THRESHOLD == (20_000, 20, 20)
+        assert gc.get_freeze_count() > frozen
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
 
 
 def test_parse_nice_bounds(tmp_path):
