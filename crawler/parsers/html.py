@@ -175,12 +175,13 @@ def _base_url(node: LexborNode | None, url: str, resolve: Callable[[str | None, 
     return (resolve(node.attributes.get("href"), url) if node is not None else None) or url
 
 
-# _outlinks reads an <a>'s text as its anchor: an anchor is short, so split and join is collapse_ws, and
-# text_lexbor() is text() (each descendant text node, in order) without the Python-side buffer object.
-
-
 def _other_anchor(node: LexborNode, tag: str) -> str:
-    """The anchor of an outlink whose <a> has no text, or of another element: an image's or an <area>'s alt."""
+    """An outlink's anchor when it is not an <a>'s text: an image link's alt, an <area>'s.
+
+    _outlinks reads an <a>'s text itself (nearly every anchor, without a call): an anchor is short, so split and
+    join is collapse_ws, and text_lexbor() is text() (each descendant text node, in order) without the
+    Python-side buffer object.
+    """
     if tag == "a":
         img = node.css_first("img[alt]")  # image links: alt is the anchor
         return collapse_ws(img.attributes.get("alt") or "") if img is not None else ""
@@ -214,9 +215,9 @@ class HtmlParser:
             if tag in self._tags or tag == "link":
                 roles[tag_id] = roles.get(tag_id, 0) | _LINK
         self._roles = roles
-        # The walk's lookup: each element's list (_SLOTS), or _SEVERAL for the rare tags of two roles but an
-        # inline outlink (<title>, <iframe>). <a> goes to the outlinks alone; the text step unwraps those
-        # of self._inline_links there.
+        # The walk's lookup: each element's list (_SLOTS). An inline outlink (<a>) goes to the outlinks alone,
+        # and the text step unwraps those of self._inline_links there; the rare tags of two other roles
+        # (<title>, <iframe>) go through several() in the walk (_SEVERAL).
         self._slots = {tag_id: _SLOTS.get(role, _SEVERAL) for tag_id, role in roles.items()}
         self._inline_links = frozenset(t for t, role in roles.items() if role == _LINK | _INLINE_ROLE)
 
@@ -385,7 +386,7 @@ class HtmlParser:
                 else:
                     target = resolved[raw] = resolve(raw, base)
             if target is not None and target not in found:
-                # An <a>'s anchor is its text, read here without a call (nearly every outlink; see _other_anchor).
+                # An <a>'s anchor is its text, read here (see _other_anchor).
                 anchor = " ".join(node.text_lexbor().split()) if tag == "a" else ""
                 found[target] = Outlink(target, anchor or _other_anchor(node, tag))
         if added:
