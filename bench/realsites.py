@@ -24,7 +24,9 @@ real web; nothing of it may be queued, resolved or asked).
 crawler, until it is idle with nothing due (every segment fetched and merged): each site's pages against
 wget's, its requests into the Disallow, and its wall and CPU against wget's crawls one site after another.
 --together does the same with one `crawler crawl` seeded with every wanted site's root (the command a user
-runs for a list of sites, to its end), reported in the same form.
+runs for a list of sites, to its end), reported in the same form. Runs go run by run: run i of every site,
+then run i of the daemon or the one `crawl`, which is also given against wget's run i (the sites one after
+another, in the same minutes): this VM's speed moves by a third from hour to hour, wget's with it.
 """
 
 from __future__ import annotations
@@ -491,6 +493,19 @@ def at_once_report(results: dict[str, dict[str, Run]], runs: list[tuple[float, f
     return lines
 
 
+def paired(every: dict[str, dict[str, list[Run]]], runs: list[tuple[float, float, dict[str, Run]]],
+           sites: list[Site]) -> str:
+    """Each run of every site at once against wget's run of the same minutes (the sites one after another):
+    pages/s over pages/s, run by run, and their median."""
+    ratios = []
+    for i, (wall, _cpu, by_site) in enumerate(runs):
+        wget = [every[site.name]["wget"][i] for site in sites]
+        wget_rate = sum(len(r.html) for r in wget) / max(sum(r.wall for r in wget), 1e-9)
+        ratios.append(sum(len(by_site[site.name].html) for site in sites) / max(wall, 1e-9) / wget_rate)
+    return (f"Paired with wget's run of the same minutes: {', '.join(f'{x:.2f}x' for x in ratios)} "
+            f"(median **{statistics.median(ratios):.2f}x**).")
+
+
 def run_scrapy(server: Sites, site: Site, addr: str, tag: str, args: argparse.Namespace) -> Run:
     out = WORK / f"scrapy-{site.name}.jsonl"
     out.unlink(missing_ok=True)
@@ -660,13 +675,16 @@ def main() -> None:
     serve = KNOWN if set(wanted) & {s.name for s in MORE} else SITES
     served = [(site, prepare(site)) for site in serve]
     sites = [s for s in KNOWN if s.name in wanted]
-    results: dict[str, dict[str, Run]] = {}
-    every: dict[str, dict[str, list[Run]]] = {}  # site -> contender -> its runs, for the run-by-run figures
+    # site -> contender -> its runs, for the run-by-run figures
+    every: dict[str, dict[str, list[Run]]] = {site.name: {name: [] for name in contenders} for site in sites}
+    daemon_runs: list[tuple[float, float, dict[str, Run]]] = []
+    together_runs: list[tuple[float, float, dict[str, Run]]] = []
     with Sites(served, args.port, WORK / "nginx") as server:
-        for site in sites:
-            addr = address(KNOWN.index(site))
-            runs: dict[str, list[Run]] = {name: [] for name in contenders}
-            for i in range(args.runs):
+        # Run by run: each run of every site, then the daemon's and the one `crawl`'s run of them all, so that
+        # each run of those is paired with wget's run of the same minutes (this VM's speed moves by the hour).
+        for i in range(args.runs):
+            for site in sites:
+                addr = address(KNOWN.index(site))
                 for name in contenders[i % len(contenders):] + contenders[:i % len(contenders)]:
                     if name == "wget":
                         run = run_wget(server, site, addr, str(i))
@@ -674,24 +692,27 @@ def main() -> None:
                         run = run_crawler(server, site, addr, str(i), args)
                     else:
                         run = run_scrapy(server, site, addr, str(i), args)
-                    runs[name].append(run)
+                    every[site.name][name].append(run)
                     print(f"{site.name:9s} run {i} {name:8s} {len(run.html):6d} HTML pages {run.requests:6d} requests "
                           f"{run.wall:7.2f}s {run.pages_per_second:6.0f} p/s {run.cpu_per_1000:6.2f} CPU s/1000 "
                           f"{len(run.disallowed)} disallowed"
                           + (f" {run.rounds} rounds, {run.left} URLs left" if run.rounds is not None else ""), flush=True)
-            results[site.name] = {name: median_run(r) for name, r in runs.items()}
-            every[site.name] = runs
-        daemon_runs = [run_daemon(server, sites, str(i), args) for i in range(args.runs)] if args.daemon else []
-        together_runs = [run_together(server, sites, str(i), args) for i in range(args.runs)] if args.together else []
+            if args.daemon:
+                daemon_runs.append(run_daemon(server, sites, str(i), args))
+            if args.together:
+                together_runs.append(run_together(server, sites, str(i), args))
+                print(f"together  run {i} crawler  {together_runs[-1][0]:7.2f}s", flush=True)
+    results = {site: {name: median_run(r) for name, r in runs.items()} for site, runs in every.items()}
     lines = report(results, sites, args.show)
     by_run = run_by_run(every, args.runs)
     if by_run:
         lines += ["", "Run by run, each contender's pages over its summed walls, against wget's: "
                   + "; ".join(f"{name} " + ", ".join(f"{x:.3f}" for x in ratios) for name, ratios in by_run.items())]
     if daemon_runs:
-        lines += ["", *at_once_report(results, daemon_runs, sites)]
+        lines += ["", *at_once_report(results, daemon_runs, sites), paired(every, daemon_runs, sites)]
     if together_runs:
-        lines += ["", *at_once_report(results, together_runs, sites, "One `crawl`", "to its end")]
+        lines += ["", *at_once_report(results, together_runs, sites, "One `crawl`", "to its end"),
+                  paired(every, together_runs, sites)]
     print("\n" + "\n".join(lines))
     out = WORK / f"results-{args.label}.json"
     tmp = out.with_suffix(".json.tmp")

@@ -115,3 +115,18 @@ def test_realsites_counts_the_daemons_requests_site_by_site():
     other = realsites.Run("daemon", 1.0, 0.0, 0.0, 0.0)
     realsites.observe(Log(), other, 0, "127.0.10.2", site, "crawler/", one_site=True)
     assert other.html == ["/b.html", "/private/y.html"] and other.foreign_hosts == {"elsewhere": 1}
+
+
+def test_realsites_pairs_each_crawl_of_every_site_with_wgets_run_of_the_same_minutes():
+    """Run i of every site at once is measured against wget's run i (its sites' pages over their summed walls),
+    not against a median from another hour."""
+    import realsites
+
+    def run(wall, pages):
+        return realsites.Run("x", wall, 0.0, 0.0, 0.0, html=[f"/{n}" for n in range(pages)])
+
+    sites = [Site("a", "pkg", "html", "/p/"), Site("b", "pkg", "html", "/p/")]
+    every = {"a": {"wget": [run(2.0, 10), run(4.0, 10)]}, "b": {"wget": [run(3.0, 20), run(6.0, 20)]}}
+    at_once = [(2.0, 0.0, {"a": run(2.0, 10), "b": run(2.0, 20)}), (4.0, 0.0, {"a": run(4.0, 10), "b": run(4.0, 20)})]
+    # run 0: 30 pages in 2 s against wget's 30 in 5 s; run 1: 30 in 4 s against 30 in 10 s
+    assert realsites.paired(every, at_once, sites) == "Paired with wget's run of the same minutes: 2.50x, 2.50x (median **2.50x**)."
