@@ -26,6 +26,13 @@ def _malloc_trim() -> Any:
 
 _TRIM = _malloc_trim()
 
+# The young-generation threshold of a process that handles pages (the fetch process while it fetches, each parse
+# process): Python's default, 700, collected a page's objects while they were still alive. In the fetch process
+# most of them then survived a collection or two and fed full collections of the whole heap (60-100 ms pauses
+# with every request stalled); a parse process's parse of a page makes ~800 element objects and no cycles, and
+# ran a collection or two a page for nothing (1.4 % of its job's instructions, bench/job_instructions.py).
+PAGE_GC_THRESHOLD = (20_000, 20, 20)
+
 
 def settle() -> None:
     """Exempt what is alive now (modules, the config, the process's long-lived state) from every later

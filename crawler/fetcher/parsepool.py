@@ -48,7 +48,7 @@ from crawler.errors import CrawlerError
 from crawler.fetcher import forkserver
 from crawler.fetcher.outlinks import same_origin_links
 from crawler.fetcher.records import add_robots_sitemaps, body_digest
-from crawler.memory import trim
+from crawler.memory import PAGE_GC_THRESHOLD, settle, trim
 from crawler.parsers.dispatch import ParserDispatch
 from crawler.parsers.rows import parse_rows
 from crawler.protocols.base import Response
@@ -92,12 +92,6 @@ _TRIM_EVERY = 64 << 20
 _BIG_PAGE = 1 << 20
 _LENGTH = struct.Struct("!i")
 _MIN_READ = 64 << 10  # a parse process reads its job pipe into at least this much room (_JobReader)
-# A parse process's collector, tuned as the fetch process's (runner.py): a page's parse makes ~800 element
-# objects and its lists of them, no cycles, so Python's default young-generation threshold (700) ran a
-# collection or two a page over objects still alive. With the heap of the imports frozen and this threshold
-# a page's job costs 1.4 % fewer instructions (bench/job_instructions.py: 8.78M -> 8.66M), and a collection
-# no longer walks memory the page's job had just left.
-_PARSE_GC_THRESHOLD = (20_000, 20, 20)
 
 
 def parse_to_rows(dispatch: ParserDispatch, body: bytes, url: str, content_type: str | None) -> Rows:
@@ -270,10 +264,11 @@ def _parse_worker(cfg: Any, jobs: Connection, replies: Connection, ready: Connec
 
 
 def _tune_collector() -> None:
-    """Freeze what the fork server imported and the worker set up (never garbage: not traversed again), and
-    collect the young generation every ``_PARSE_GC_THRESHOLD[0]`` objects, not every 700."""
-    gc.freeze()
-    gc.set_threshold(*_PARSE_GC_THRESHOLD)
+    """The collector as the fetch process's while it fetches: what the fork server imported and the worker set
+    up exempted from later collections (``settle``), the young generation collected every
+    ``PAGE_GC_THRESHOLD[0]`` objects, not every 700 (a page's job: 8.78M -> 8.66M instructions)."""
+    settle()
+    gc.set_threshold(*PAGE_GC_THRESHOLD)
 
 
 def _lower_priority(increment: int) -> None:

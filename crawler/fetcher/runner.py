@@ -32,13 +32,10 @@ from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.robots import Remembered
 from crawler.fetcher.service import FetchReport, fetch_segment
 from crawler.log import configure_logging, get_logger
+from crawler.memory import PAGE_GC_THRESHOLD
 from crawler.segments.layout import Segment
 
 _STOPPED = 3  # a child's exit code when a signal stopped it
-# Young-generation threshold while fetching (Python's default is 700): a page's objects live for a
-# few hundred of the loop's steps, so with the default most of them survived a collection or two
-# and fed full collections of the whole heap (60-100 ms pauses with every request stalled).
-_FETCH_GC_THRESHOLD = (20_000, 20, 20)
 
 
 class _GcScope:
@@ -57,7 +54,7 @@ class _GcScope:
         if self.fetches == 1:
             self.threshold = gc.get_threshold()
             gc.freeze()  # imports, config, caches: never garbage during the fetch, so not traversed again and again
-            gc.set_threshold(*_FETCH_GC_THRESHOLD)
+            gc.set_threshold(*PAGE_GC_THRESHOLD)
 
     def exit(self) -> None:
         self.fetches -= 1

@@ -69,8 +69,7 @@ _INLINE_IDS = _tag_ids(_INLINE)
 # not know the address of its name's entry. An unknown element (a web component's <time-ago>, gtk-doc's
 # <GTKDOCLINK> around a link's words) renders inline in a browser, CSS's initial display: it is unwrapped.
 FIRST_UNKNOWN_ID = 1 << 16
-_TAG_OF_ID = {_tag_id(name): name for name in _TARGET_ATTR}
-_LINK_OF_ID = {tag_id: (tag, _TARGET_ATTR[tag]) for tag_id, tag in _TAG_OF_ID.items()}  # its tag and target attribute
+_LINK_OF_ID = {_tag_id(tag): (tag, attr) for tag, attr in _TARGET_ATTR.items()}  # an outlink element's tag and target
 _BASE_ID, _META_ID, _TITLE_ID = _tag_id("base"), _tag_id("meta"), _tag_id("title")
 # What one walk of the document collects each element for (an element may play two roles: <a> is
 # an outlink and inline, <title> the title and invisible). Each css() call would walk the whole
@@ -211,7 +210,7 @@ class HtmlParser:
         self._link_rels = frozenset(r.lower() for r in (link_rels if link_rels is not None else _default_link_rels()))
         # <link> is always collected: rel=canonical is read from it even when it is no outlink.
         roles = dict(_ROLES)
-        for tag_id, tag in _TAG_OF_ID.items():
+        for tag_id, (tag, _) in _LINK_OF_ID.items():
             if tag in self._tags or tag == "link":
                 roles[tag_id] = roles.get(tag_id, 0) | _LINK
         self._roles = roles

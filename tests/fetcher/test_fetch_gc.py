@@ -5,7 +5,8 @@ from __future__ import annotations
 import gc
 import weakref
 
-from crawler.fetcher.runner import _FETCH_GC_THRESHOLD, fetch_gc
+from crawler.fetcher.runner import fetch_gc
+from crawler.memory import PAGE_GC_THRESHOLD
 
 
 class _Node:
@@ -24,7 +25,7 @@ def test_settings_are_put_back_and_cycles_still_collected():
     before = gc.get_threshold()
     made_before = _cycle()  # garbage already there when the fetch starts: frozen, then collected later
     with fetch_gc():
-        assert gc.get_threshold() == _FETCH_GC_THRESHOLD
+        assert gc.get_threshold() == PAGE_GC_THRESHOLD
         assert gc.get_freeze_count() > 0
         made_during = _cycle()
         gc.collect()
@@ -45,7 +46,7 @@ def test_overlapping_fetches_share_one_scope():
     made_during = _cycle()  # made while both run: not frozen by the second start, so collected meanwhile
     assert gc.get_freeze_count() == frozen
     first.__exit__(None, None, None)  # the first to start ends first, as the daemon's older segment may
-    assert gc.get_threshold() == _FETCH_GC_THRESHOLD
+    assert gc.get_threshold() == PAGE_GC_THRESHOLD
     assert gc.get_freeze_count() == frozen
     gc.collect()
     assert made_during() is None

@@ -17,6 +17,7 @@ from crawler.config import usable_cores
 from crawler.fetcher import parsepool
 from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.service import fetch_segment
+from crawler.memory import PAGE_GC_THRESHOLD
 from crawler.segments.layout import Segment
 from tests.fetcher.conftest import make_cfg, make_segment, page, read_rows, redirect, robots
 
@@ -122,11 +123,11 @@ def test_parse_processes_run_fetcher_parse_nice_levels_below_the_fetch_process(t
 
 def test_a_parse_process_freezes_its_set_up_and_collects_every_20000_objects():
     """What a parse process runs before it says it is ready: its heap so far frozen, the young generation
-    collected at _PARSE_GC_THRESHOLD (a page's parse makes ~800 objects and no cycles)."""
+    collected at PAGE_GC_THRESHOLD, as in the fetch process (a page's parse makes ~800 objects and no cycles)."""
     threshold, frozen = gc.get_threshold(), gc.get_freeze_count()
     try:
         parsepool._tune_collector()
-        assert gc.get_threshold() == parsepool._PARSE_GC_THRESHOLD == (20_000, 20, 20)
+        assert gc.get_threshold() == PAGE_GC_THRESHOLD == (20_000, 20, 20)
         assert gc.get_freeze_count() > frozen
     finally:
         gc.set_threshold(*threshold)
