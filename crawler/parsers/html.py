@@ -104,7 +104,9 @@ _OTHER_WS = tuple(c for c in map(chr, range(0x3001)) if c.isspace() and c != " "
 # The Latin-1 ones, as the bytes of a Latin-1 str: what one StringZilla pass looks for.
 _LATIN1_OTHER_WS = "".join(c for c in _OTHER_WS if c <= "\xff")
 _LATIN1_OTHER_WS_BYTES = _LATIN1_OTHER_WS.encode("latin-1")
-_SPACE_RUN = re.compile("  +")
+# Two spaces, then any more: sre looks for the two-space prefix itself, where "  +" tried a match at every
+# space of the text (a page's text: 15 against 18 us when Latin-1, 40 against 48 when wider).
+_SPACE_RUN = re.compile("   *")
 
 
 def collapse_ws(s: str) -> str:

@@ -36,6 +36,7 @@ def _gzipped(text: str):
 def _routes() -> dict:
     routes = {f"/p{n}": page(HTML.format(n=n, m=n + 1)) for n in range(6)}
     routes["/z"] = _gzipped(HTML.format(n="z", m=0))
+    routes["/u"] = page(HTML.format(n="\u00fcber \u2018\u6771\u4eac\u2019\u00a0\u3000 caf\u00e9", m=0))  # wider than Latin-1
     routes["/moved"] = redirect("/p5")
     routes["/robots.txt"] = robots("User-agent: *\nDisallow: /private\nSitemap: http://127.0.0.1/sitemap.xml\n")
     return routes
@@ -61,7 +62,7 @@ class TestParsePool:
     async def test_same_segment_as_parsing_in_the_fetch_process(self, tmp_path, servers):
         """Titles, text, outlinks (and the robots.txt sitemap), statuses and WARC records do not change."""
         site = await servers("127.0.0.1", _routes())
-        urls = [site.url(p) for p in ("/p0", "/p1", "/p2", "/z", "/moved", "/private", "/gone")]
+        urls = [site.url(p) for p in ("/p0", "/p1", "/p2", "/z", "/u", "/moved", "/private", "/gone")]
         views = []
         for name, processes in (("inline", 0), ("pool", 2)):
             cfg = make_cfg(tmp_path / name, f"fetcher.parse_processes={processes}", "fetcher.commit_records=3")
@@ -80,6 +81,8 @@ class TestParsePool:
         assert len(sitemaps) == 1
         text = {r["url"]: r["text"] for r in pooled["parse_text"]}
         assert "Hello world 1" in text[site.url("/p1")]
+        # A parse process sends the text as UTF-8 bytes: the part holds the same characters as parsed here.
+        assert "Hello world \u00fcber \u2018\u6771\u4eac\u2019 caf\u00e9" in text[site.url("/u")]
 
     def test_one_pool_serves_several_event_loops(self, tmp_path):
         """crawl runs each round in a new event loop and keeps the pool: it keeps answering."""
