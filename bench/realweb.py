@@ -228,6 +228,21 @@ def run_crawler(seeds: Path, name: str, tag: str, args: argparse.Namespace,
     return run, requested
 
 
+def paired(mine: list[Run], theirs: list[Run]) -> str:
+    """Run i's pages/s over the other contender's run i, run by run, and their median.
+
+    The contenders of run i go one after the other, so each pair shares the minutes and the VM's speed of
+    them; the ratio of two medians mixes runs of different minutes. The floor (one process) and the crawler
+    (every core) do not slow alike when this VM does: the floor's CPU a page moved 0.80 -> 1.00 s / 1000 pages
+    between two stops where the crawler's moved 1.82 -> 1.90 (docs/benchmarks.md).
+    """
+    ratios = [a.pages_per_second / b.pages_per_second for a, b in zip(mine, theirs, strict=False)
+              if b.pages_per_second]
+    if not ratios:
+        return "no pair"
+    return f"{', '.join(f'{x:.2f}' for x in ratios)} (median {statistics.median(ratios):.2f})"
+
+
 def run_scrapy(seeds: Path, tag: str, args: argparse.Namespace, served: set[str]) -> WebRun:
     out = WORK / f"scrapy-{tag}.jsonl"
     out.unlink(missing_ok=True)
@@ -376,9 +391,11 @@ def main() -> None:
         if "scrapy" in rows:
             s = rows["scrapy"]
             notes.append(f"{name}/scrapy: pages/s {c['pages_per_second'] / s['pages_per_second']:.2f}x, CPU per page "
-                         f"{c['cpu_per_1000'] / s['cpu_per_1000']:.2f}, summed RSS {c['tree_rss_mb'] / s['tree_rss_mb']:.2f}")
+                         f"{c['cpu_per_1000'] / s['cpu_per_1000']:.2f}, summed RSS {c['tree_rss_mb'] / s['tree_rss_mb']:.2f}; "
+                         f"pages/s run by run {paired(results[name], results['scrapy'])}")
         if "floor" in rows:
-            notes.append(f"{name}/floor: pages/s {c['pages_per_second'] / rows['floor']['pages_per_second']:.2f}")
+            notes.append(f"{name}/floor: pages/s {c['pages_per_second'] / rows['floor']['pages_per_second']:.2f}; "
+                         f"run by run {paired(results[name], results['floor'])}")
         last = results[name][-1]
         notes.append(f"{name}: {last.rounds} rounds, {last.external_queued} webdb URLs on hosts not served, "
                      f"{last.log_errors} error lines logged")

@@ -130,3 +130,14 @@ def test_realsites_pairs_each_crawl_of_every_site_with_wgets_run_of_the_same_min
     at_once = [(2.0, 0.0, {"a": run(2.0, 10), "b": run(2.0, 20)}), (4.0, 0.0, {"a": run(4.0, 10), "b": run(4.0, 20)})]
     # run 0: 30 pages in 2 s against wget's 30 in 5 s; run 1: 30 in 4 s against 30 in 10 s
     assert realsites.paired(every, at_once, sites) == "Paired with wget's run of the same minutes: 2.50x, 2.50x (median **2.50x**)."
+
+
+def test_realweb_pairs_each_crawler_run_with_the_other_contenders_run_of_the_same_minutes():
+    """Run i against run i: a slow hour for one contender is not set against another hour of the other."""
+    def run(pages, wall):
+        return realweb.WebRun("x", wall, 0.0, 0.0, pages)
+
+    crawler = [run(900, 1.0), run(800, 1.0), run(1000, 1.0)]
+    floor = [run(1000, 1.0), run(1000, 1.0), run(1250, 1.0)]
+    assert realweb.paired(crawler, floor) == "0.90, 0.80, 0.80 (median 0.80)"
+    assert realweb.paired(crawler, []) == "no pair"
