@@ -2,9 +2,9 @@
 
 The text counts by its length: its UTF-8 bytes as a parse process sends it, else its characters (one
 byte each for the usual Latin-1 page). A page's outlinks count too: each is a (url, anchor) tuple of two
-strings, ~160 bytes of Python objects besides the characters. On the real-page bench the outlinks were the biggest thing the part writer held: per part of ~1,300 pages,
-12-15 MB of links against 5 MB of text and 6 MB of WARC records, none of it counted, so a part held about
-three times the bound (docs/benchmarks.md).
+strings, ~160 bytes of Python objects besides the characters. On the real-page bench the outlinks were the
+biggest thing the part writer held: per part of ~1,300 pages, 12-15 MB of links against 5 MB of text and
+6 MB of WARC records, none of it counted, so a part held about three times the bound (docs/benchmarks.md).
 """
 
 from __future__ import annotations
