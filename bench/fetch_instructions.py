@@ -147,6 +147,7 @@ def main() -> None:
     parser.add_argument("--html", help="serve every page under this folder as the one site instead")
     parser.add_argument("--tree", action="append", default=[], metavar="NAME=DIR", help="a source tree to count")
     parser.add_argument("--no-valgrind", action="store_true", help="CPU seconds of one native fetch of each segment")
+    parser.add_argument("--keep", metavar="DIR", help="keep each counted run's callgrind output here (callgrind_annotate)")
     args = parser.parse_args()
     valgrind = not args.no_valgrind
     if valgrind and shutil.which("valgrind") is None:
@@ -166,7 +167,12 @@ def main() -> None:
                 segments.append((crawl, make_segment(urls, crawl), len(urls)))
             first = None
             for name, tree in trees:
-                figures = [fetch(Path(tree), crawl, seg, scratch, n, valgrind) for crawl, seg, n in segments]
+                figures = []
+                for times, (crawl, seg, n) in zip((1, LARGER), segments, strict=False):
+                    figures.append(fetch(Path(tree), crawl, seg, scratch, n, valgrind))
+                    if args.keep and valgrind:
+                        Path(args.keep).mkdir(parents=True, exist_ok=True)
+                        shutil.copy(scratch / "out", Path(args.keep) / f"{name}-{times}.out")
                 if not valgrind:
                     print(f"{name:12s} " + "  ".join(f"{n} URLs {got} pages {cpu:.2f} CPU s" for (_, _, n), (cpu, got)
                                                      in zip(segments, figures, strict=True)), flush=True)
