@@ -118,6 +118,7 @@ class Decoder:
         self.size = 0
         self.truncated = False
         self.codec = _codec(encoding)
+        self.identity = isinstance(self.codec, _Identity)  # the decoded body is the raw one, up to the limit
 
     def _take(self, data: bytes) -> None:
         room = self.limit - self.size

@@ -180,13 +180,17 @@ class HttpProtocol:
                         raw_cut = raw_cut or not resp.content.at_eof()
                         break
                 decoder.truncated = decoder.truncated or raw_cut
-                body = decoder.finish()
+                raw_body = b"".join(pieces)
+                # Sent as it is, the body decoded is the raw one, cut at the same limit: the same object, so a
+                # page that came in several chunks is not joined twice, held twice and sent twice to a parse
+                # process (973 of the seven trees' 17,336 pages, 178 MB of their ~530, docs/benchmarks.md).
+                body = raw_body if decoder.identity else decoder.finish()
                 return Response(
                     url=url,
                     status=resp.status,
                     reason=resp.reason or "",
                     headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers],
-                    raw_body=b"".join(pieces),
+                    raw_body=raw_body,
                     body=body,
                     truncated=decoder.truncated,
                     raw_truncated=raw_cut,

@@ -10,6 +10,7 @@ from aiohttp import web
 
 from crawler.config import load_config
 from crawler.errors import BlockedAddress
+from crawler.fetcher import parsepool
 from crawler.protocols.decoding import ACCEPT_ENCODING
 from crawler.protocols.http import HttpProtocol
 from tests.conftest import serve_app
@@ -89,6 +90,9 @@ class TestBodies:
         assert response.body == b"".join(PIECES)
         assert response.raw_body == response.body
         assert not response.truncated
+        # One copy: the page is held once, and a parse process is sent it once (the job's head, then one body).
+        assert response.body is response.raw_body
+        assert len(parsepool._page_job(1, response.url, response, "text/plain", True, [], False)) == 2
 
     async def test_plain_body_cut_at_the_limit_across_pieces(self, server):
         """A plain body over http.content_limit keeps exactly the limit, raw and decoded, and is flagged."""
