@@ -183,7 +183,7 @@ class HttpProtocol:
                 raw_body = b"".join(pieces)
                 # Sent as it is, the body decoded is the raw one, cut at the same limit: the same object, so a
                 # page that came in several chunks is not joined twice, held twice and sent twice to a parse
-                # process (973 of the seven trees' 17,336 pages, 178 MB of their ~530, docs/benchmarks.md).
+                # process (in a crawl of the seven trees 973 of 17,336 responses, 178 MB of ~530: docs/benchmarks.md).
                 body = raw_body if decoder.identity else decoder.finish()
                 return Response(
                     url=url,
