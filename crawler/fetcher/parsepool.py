@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import gc
 import itertools
 import os
 import pickle
@@ -48,7 +47,7 @@ from crawler.errors import CrawlerError
 from crawler.fetcher import forkserver
 from crawler.fetcher.outlinks import same_origin_links
 from crawler.fetcher.records import add_robots_sitemaps, body_digest
-from crawler.memory import PAGE_GC_THRESHOLD, trim
+from crawler.memory import collect_for_pages, trim
 from crawler.parsers.dispatch import ParserDispatch
 from crawler.parsers.rows import parse_rows
 from crawler.protocols.base import Response
@@ -244,7 +243,7 @@ def _parse_worker(cfg: Any, jobs: Connection, replies: Connection, ready: Connec
     _lower_priority(cfg.fetcher.parse_nice)
     dispatch = ParserDispatch(cfg)
     max_outlinks = cfg.db.max_outlinks
-    _tune_collector()
+    collect_for_pages()  # as the fetch process's while it fetches (a page's job: 8.78M -> 8.66M instructions)
     ready.send_bytes(b"")  # imports done: a fetch that parses in its own process meanwhile may hand pages over now
     ready.close()
     since_trim = 0
@@ -261,16 +260,6 @@ def _parse_worker(cfg: Any, jobs: Connection, replies: Connection, ready: Connec
         if since_trim >= _TRIM_EVERY or max(sizes) >= _TRIM_PAGE:
             trim()
             since_trim = 0
-
-
-def _tune_collector() -> None:
-    """The collector as the fetch process's while it fetches (runner.py): what the fork server imported and the
-    worker set up frozen, never traversed again, and the young generation collected every
-    ``PAGE_GC_THRESHOLD[0]`` objects, not every 700 (a page's job: 8.78M -> 8.66M instructions). Frozen
-    without a collection first, as the fetch process does: ``memory.settle``'s took 15 ms of each parse
-    process's start to find ~20 objects of garbage."""
-    gc.freeze()
-    gc.set_threshold(*PAGE_GC_THRESHOLD)
 
 
 def _lower_priority(increment: int) -> None:

@@ -32,7 +32,7 @@ from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.robots import Remembered
 from crawler.fetcher.service import FetchReport, fetch_segment
 from crawler.log import configure_logging, get_logger
-from crawler.memory import PAGE_GC_THRESHOLD
+from crawler.memory import collect_for_pages
 from crawler.segments.layout import Segment
 
 _STOPPED = 3  # a child's exit code when a signal stopped it
@@ -53,8 +53,7 @@ class _GcScope:
         self.fetches += 1
         if self.fetches == 1:
             self.threshold = gc.get_threshold()
-            gc.freeze()  # imports, config, caches: never garbage during the fetch, so not traversed again and again
-            gc.set_threshold(*PAGE_GC_THRESHOLD)
+            collect_for_pages()  # imports, config, caches: never garbage during the fetch
 
     def exit(self) -> None:
         self.fetches -= 1

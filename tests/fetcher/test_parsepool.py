@@ -14,10 +14,9 @@ from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
 from crawler.config import usable_cores
-from crawler.fetcher import parsepool
 from crawler.fetcher.parsepool import ParsePool
 from crawler.fetcher.service import fetch_segment
-from crawler.memory import PAGE_GC_THRESHOLD
+from crawler.memory import PAGE_GC_THRESHOLD, collect_for_pages
 from crawler.segments.layout import Segment
 from tests.fetcher.conftest import make_cfg, make_segment, page, read_rows, redirect, robots
 
@@ -129,7 +128,7 @@ def test_a_parse_process_freezes_its_set_up_and_collects_every_20000_objects():
     collected at PAGE_GC_THRESHOLD, as in the fetch process (a page's parse makes ~800 objects and no cycles)."""
     threshold, frozen = gc.get_threshold(), gc.get_freeze_count()
     try:
-        parsepool._tune_collector()
+        collect_for_pages()
         assert gc.get_threshold() == PAGE_GC_THRESHOLD == (20_000, 20, 20)
         assert gc.get_freeze_count() > frozen
     finally:
