@@ -28,9 +28,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import random
-import re
 import resource
 import shutil
 import subprocess
@@ -41,9 +38,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from job_instructions import collected, counted_env, tree_files  # this folder: the script's own
 
 ROOT = Path(__file__).resolve().parent.parent
-SEVEN = 7  # realsites.SITES' first seven: the trees of the wget target
 LARGER = 3  # the second segment's pages, in multiples of the first's
 # The real-site benches' loopback settings (bench/crawlargs.py), one round of the segment's own URLs only, and
 # the parse pool from the first page, as a large crawl has it. Parts are cut by their records and bytes alone,
@@ -55,20 +52,12 @@ SETTINGS = ["-D", "http.allow_private_networks=true", "-D", "fetcher.min_delay=0
 
 
 def sites(args: argparse.Namespace) -> list[tuple[Path, list[Path]]]:
-    """(root, its pages in the order they are taken) of each site served."""
+    """(root, its pages in the order they are taken) of each site served: the seven trees in job_instructions.py's
+    order, or every page under ``--html``."""
     if args.html:
         root = Path(args.html).resolve()
         return [(root, sorted(p for p in root.rglob("*.htm*") if p.is_file()))]
-    sys.path.insert(0, str(ROOT / "bench"))
-    from realsites import SITES, prepare
-
-    found = []
-    for site in SITES[:SEVEN]:
-        root = prepare(site).resolve()
-        files = sorted(p for p in root.rglob("*.html") if p.is_file())
-        random.Random(2).shuffle(files)
-        found.append((root, files))
-    return found
+    return [(root.resolve(), files) for root, files in tree_files()]
 
 
 @contextlib.contextmanager
@@ -97,11 +86,7 @@ def served(roots: list[Path], scratch: Path) -> Iterator[list[str]]:
 
 def crawler(*argv: str) -> list[str]:
     """The command line of `crawler`, from whichever tree PYTHONPATH names."""
-    return [sys.executable, "-c", "from crawler.cli import main; main()", *argv]
-
-
-def tree_env(tree: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
+    return [sys.executable, "-m", "crawler", *argv]
 
 
 def make_segment(urls: list[str], crawl: Path) -> Path:
@@ -109,7 +94,7 @@ def make_segment(urls: list[str], crawl: Path) -> Path:
     seeds = crawl.with_suffix(".seeds")
     seeds.write_text("".join(f"{u}\n" for u in urls))
     config = ["-c", str(ROOT / "config.yaml"), *SETTINGS, "-D", f"crawl_dir={crawl}"]
-    env = tree_env(ROOT)
+    env = counted_env(ROOT)
     subprocess.run(crawler("inject", str(seeds), *config), check=True, env=env, cwd=ROOT)
     made = subprocess.run(crawler("generate", "--top-n", str(len(urls) + 1000), *config), check=True, env=env,
                           cwd=ROOT, capture_output=True, text=True)
@@ -127,7 +112,7 @@ def fetch(tree: Path, crawl: Path, segment: Path, scratch: Path, urls: int, valg
     if valgrind:
         cmd = ["valgrind", "--tool=callgrind", "--trace-children=no", f"--callgrind-out-file={scratch}/out", *cmd]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run(cmd, env=tree_env(tree), capture_output=True, text=True, check=False, cwd=ROOT)
+    done = subprocess.run(cmd, env=counted_env(tree), capture_output=True, text=True, check=False, cwd=ROOT)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     fetched = sum(1 for row in pq.ParquetDataset(sorted((seg / "fetcher").glob("part-*.parquet"))).read(
         columns=["status"]).column(0).to_pylist() if row == "success") if done.returncode == 0 else 0
@@ -135,10 +120,10 @@ def fetch(tree: Path, crawl: Path, segment: Path, scratch: Path, urls: int, valg
         raise SystemExit(f"{tree}: the fetch of {urls} URLs failed:\n{done.stderr[-2000:]}")
     if not valgrind:
         return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime), fetched
-    collected = re.search(r"Collected : (\d+)", done.stderr)
-    if collected is None:
+    instructions = collected(done.stderr)
+    if instructions is None:
         raise SystemExit(f"{tree}: valgrind gave no count:\n{done.stderr[-2000:]}")
-    return float(collected.group(1)), fetched
+    return float(instructions), fetched
 
 
 def main() -> None:

@@ -45,16 +45,33 @@ def pages(args: argparse.Namespace) -> list[tuple[str, bytes]]:
         root = Path(args.html)
         files = sorted(p for p in root.rglob("*.htm*") if p.is_file())
         return [(f"http://127.0.0.1:8080/{f.relative_to(root)}", f.read_bytes()) for f in files]
+    return [(f"http://127.0.10.{n}:8080/{f.relative_to(root)}", f.read_bytes())
+            for n, (root, files) in enumerate(tree_files(), 1) for f in files[:args.pages]]
+
+
+def tree_files() -> list[tuple[Path, list[Path]]]:
+    """(root, its HTML files in a fixed random order) of each of the seven trees, prepared as realsites.py does."""
     sys.path.insert(0, str(ROOT / "bench"))
     from realsites import SITES, prepare
 
     found = []
-    for n, site in enumerate(SITES[:SEVEN], 1):
+    for site in SITES[:SEVEN]:
         root = prepare(site)
         files = sorted(p for p in root.rglob("*.html") if p.is_file())
         random.Random(2).shuffle(files)
-        found += [(f"http://127.0.10.{n}:8080/{f.relative_to(root)}", f.read_bytes()) for f in files[:args.pages]]
+        found.append((root, files))
     return found
+
+
+def counted_env(tree: Path) -> dict[str, str]:
+    """The environment of a counted run of source tree ``tree``: the same hash seed and one BLAS thread each time."""
+    return {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def collected(stderr: str) -> int | None:
+    """The instructions callgrind counted, from its summary on stderr."""
+    found = re.search(r"Collected : (\d+)", stderr)
+    return int(found.group(1)) if found else None
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -79,7 +96,8 @@ def worker(args: argparse.Namespace) -> None:
                              ("Accept-Encoding", "gzip, deflate")])
         head, *bodies = parsepool._page_job(key, url, response, "text/html", True, [], True)
         jobs.append((*pickle.loads(head)[:-1], *bodies))  # as _JobReader hands a job over
-    if tune := getattr(parsepool, "_tune_collector", None):  # what a parse process does before its first job
+    # What a parse process does before its first job (named _tune_collector in the trees of 2026-12-06 before it).
+    if tune := getattr(parsepool, "collect_for_pages", None) or getattr(parsepool, "_tune_collector", None):
         tune()
     started = time.process_time()
     for _ in range(args.loops):
@@ -96,13 +114,12 @@ def count(tree: Path, args: argparse.Namespace, loops: int) -> tuple[int, int]:
     with tempfile.TemporaryDirectory() as scratch:
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/out", sys.executable, __file__,
                "--worker", "--loops", str(loops), "--pages", str(args.pages), *(["--html", args.html] if args.html else [])]
-        env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    collected = re.search(r"Collected : (\d+)", done.stderr)
+        done = subprocess.run(cmd, env=counted_env(tree), capture_output=True, text=True, check=False)
+    instructions = collected(done.stderr)
     found = re.search(r"pages (\d+)", done.stdout)
-    if done.returncode or not collected or not found:
+    if done.returncode or instructions is None or not found:
         raise SystemExit(f"{tree}: the counted run failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    return int(collected.group(1)), int(found.group(1))
+    return instructions, int(found.group(1))
 
 
 def main() -> None:
