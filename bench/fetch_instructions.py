@@ -7,8 +7,12 @@ by crawls. This runs `crawler fetch` of a segment under valgrind's callgrind (`-
 processes, exec'd by their fork server, and the sites' servers run natively and are not counted), twice: a
 segment of ``--pages`` pages of each site, and one of three times as many. The difference over the extra pages
 is a page's fetch in instructions: the request and response, the decoding, the hand-over to a parse process and
-its answer, the records and the parts. Start-up, imports and the segment's set-up cancel out. The count moved
-by under 0.1 % between two runs when this bench was written.
+its answer, the records and the parts. Start-up, imports and the segment's set-up cancel out. Two trees counted
+in one invocation differ by ~0.2 % when they are the same code (1,462,492 and 1,465,307). Between invocations
+the count once moved by 4 % (1.40 against 1.46 million instructions a page, one tree), with another valgrind beside
+it (not pinned down; how a body's bytes fall into reads, and so what is copied, depends on how fast the servers
+and the fetch run). So compare trees within one invocation (``--tree`` twice or more), not against a figure from
+another run.
 
     .venv/bin/python bench/fetch_instructions.py [--pages 30] [--tree NAME=DIR ...] [--html DIR]
 
