@@ -172,14 +172,16 @@ class HttpProtocol:
                     pieces.append(chunk)
                     size += len(chunk)
                     # Once the decoded body is full the rest is only read, up to the limit: the archive then
-                    # holds every byte served (a small gzip body of a large page), not a cut stream.
-                    decoder.feed(chunk)
+                    # holds every byte served (a small gzip body of a large page), not a cut stream. A body sent as
+                    # it is is the raw one (below): the decoder would only keep a second list of the same chunks.
+                    if not decoder.identity:
+                        decoder.feed(chunk)
                     if size == limit:
                         # Exactly the limit is complete only at the end; waiting for more to know would
                         # only spend the read timeout.
                         raw_cut = raw_cut or not resp.content.at_eof()
                         break
-                decoder.truncated = decoder.truncated or raw_cut
+                decoder.truncated = decoder.truncated or raw_cut  # for a body sent as it is, the raw cut alone
                 raw_body = b"".join(pieces)
                 # Sent as it is, the body decoded is the raw one, cut at the same limit: the same object, so a
                 # page that came in several chunks is not joined twice, held twice and sent twice to a parse
